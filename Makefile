@@ -1,0 +1,98 @@
+# Makefile: attnd, a transformer-attention service.
+#
+#   make run    install what is missing (as root on Debian 12), build, serve
+#               on :8080 with the dashboard
+#   make test   install what is missing, build, run every check (unit tests,
+#               sanitizer build, service, browser and deployment checks)
+#
+# Everything is built under $(BUILD); sanitizer builds use their own folder
+# (build/asan) so flags never mix. Each part of the project adds its rules,
+# its Debian packages and its test targets in mk/<part>.mk.
+
+BUILD ?= build
+SAN ?=
+PREFIX ?= /usr/local
+
+CSTD := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+        -Wmissing-prototypes -Wvla -Wformat=2
+ifeq ($(SAN),1)
+  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+         -fno-sanitize-recover=all
+  HARDEN := -fPIE
+  LDSAN := -fsanitize=address,undefined
+else
+  OPT := -O2 -g
+  HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
+  LDSAN :=
+endif
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(HARDEN) -Ilib/include -Iservice \
+             $(EXTRA_CFLAGS) -MMD -MP
+LDFLAGS_ALL = -pie -Wl,-z,relro,-z,now $(LDSAN) $(EXTRA_LDFLAGS)
+
+# Debian packages. DEB_PACKAGES are needed to build and run; DEB_TEST_PACKAGES
+# only by `make test` and the benchmarks. Fragments append to both.
+DEB_PACKAGES := make gcc pkg-config libopenblas-dev libmicrohttpd-dev \
+                libjansson-dev
+DEB_TEST_PACKAGES := check clang libclang-rt-14-dev valgrind curl
+TEST_TARGETS :=
+ALL_TARGETS :=
+DEPS_EXTRA :=
+
+.DEFAULT_GOAL := all
+
+include $(sort $(wildcard mk/*.mk))
+
+# -- objects ------------------------------------------------------------------
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(CFLAGS_$(patsubst %/,%,$(dir $<))) -c $< -o $@
+
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
+
+# -- entry points -------------------------------------------------------------
+
+.PHONY: all run test check-all deps deps-test deps-extra clean install serve
+
+all: $(ALL_TARGETS)
+
+run: deps
+	@$(MAKE) --no-print-directory serve
+
+test: deps-test
+	@$(MAKE) --no-print-directory check-all
+
+# Runs every test target in turn, stops at the first failure.
+check-all: all
+	@set -e; for t in $(TEST_TARGETS); do \
+	  echo "==> $$t"; $(MAKE) --no-print-directory $$t; done; \
+	echo "==> all checks passed: $(TEST_TARGETS)"
+
+# Installs missing Debian packages when run as root; otherwise names them.
+define install_missing
+	@missing=""; for p in $(1); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+	    grep -q 'install ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      --no-install-recommends $$missing >/dev/null || exit 1; \
+	  else echo "missing Debian packages:$$missing (run as root)"; exit 1; fi; \
+	fi
+endef
+
+deps:
+	$(call install_missing,$(DEB_PACKAGES))
+
+deps-test: deps
+	$(call install_missing,$(DEB_TEST_PACKAGES))
+	@$(MAKE) --no-print-directory deps-extra
+
+# Non-Debian test dependencies (npm packages, unpacked tools), from fragments.
+deps-extra: $(DEPS_EXTRA)
+
+clean:
+	rm -rf build

@@ -1,0 +1,144 @@
+/* attn.h: scaled dot-product attention over plain row-major float arrays.
+ *
+ * Dimension names, fixed here and used everywhere (code, comments, errors):
+ *   B        batch size
+ *   n        query positions
+ *   m        key/value positions (m == n for self-attention)
+ *   d_model  width of x
+ *   d_mem    width of memory (d_mem == d_model for self-attention)
+ *   h        query heads
+ *   g        key/value heads, 1 <= g <= h, h % g == 0
+ *            (g == h multi-head, g == 1 multi-query, otherwise grouped-query)
+ *   d_k      per-head query/key width
+ *   d_v      per-head value width
+ *   d_out    output width (h * d_v when there is no W_O)
+ *
+ * The computation, for each batch element b:
+ *   Q = x W_q + b_q          [n][h*d_k]
+ *   K = memory W_k + b_k     [m][g*d_k]
+ *   V = memory W_v + b_v     [m][g*d_v]
+ *   for each query head i, with key/value head j = i / (h/g):
+ *     S_i = scale * Q_i K_j^T                     [n][m]
+ *     masked entries of S_i set to -inf
+ *     A_i = softmax over each row of S_i          [n][m]
+ *     O_i = A_i V_j                               [n][d_v]
+ *   output = concat(O_0 .. O_{h-1}) W_o + b_o     [n][d_out]
+ * A row whose every key is masked gives all-zero weights and a zero head
+ * output, never NaN.
+ *
+ * Ownership: the library never keeps a pointer past the call. The caller owns
+ * every input and allocates every output; the library fills the outputs and
+ * frees its own workspace before returning, whatever the outcome.
+ *
+ * Reentrancy: no global state. Calls may run concurrently from any number of
+ * threads, provided their outputs do not overlap.
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes: 0 or negative. One table generates the enum and the messages. */
+#define ATTN_STATUS_MAP(X)                                                    \
+    X(OK, 0, "success")                                                       \
+    X(EINVAL, -1, "invalid argument")                                         \
+    X(ESHAPE, -2, "inconsistent dimensions")                                  \
+    X(EOVERFLOW, -3, "size product overflows size_t")                         \
+    X(ENOMEM, -4, "out of memory")
+
+typedef enum attn_status {
+#define ATTN__STATUS_ENUM(name, value, msg) ATTN_##name = (value),
+    ATTN_STATUS_MAP(ATTN__STATUS_ENUM)
+#undef ATTN__STATUS_ENUM
+} attn_status;
+
+/* A static string describing a status; "unknown status" for anything else. */
+const char *attn_strerror(int status);
+
+typedef enum attn_mask {
+    ATTN_MASK_NONE = 0,
+    ATTN_MASK_CAUSAL = 1 /* query i may attend key j only when j <= i */
+} attn_mask;
+
+typedef enum attn_weights {
+    ATTN_WEIGHTS_NONE = 0,     /* weights not returned, never materialised */
+    ATTN_WEIGHTS_PER_HEAD = 1, /* weights [B][h][n][m] */
+    ATTN_WEIGHTS_MEAN = 2      /* weights [B][n][m], mean over the h heads */
+} attn_weights;
+
+typedef struct attn_dims {
+    size_t B, n, m, d_model, d_mem, h, g, d_k, d_v, d_out;
+} attn_dims;
+
+/* Optional allocator for the library's workspace (tests use it to fail each
+ * allocation in turn). alloc returns NULL on failure; free accepts NULL. */
+typedef struct attn_allocator {
+    void *(*alloc)(void *ctx, size_t size);
+    void (*free)(void *ctx, void *ptr);
+    void *ctx;
+} attn_allocator;
+
+/* Everything one call needs. All pointers are borrowed for the call.
+ * Matrices are row-major and contiguous; weights use the "heads side by side"
+ * layout: head i of W_q owns columns i*d_k .. (i+1)*d_k-1. */
+typedef struct attn_params {
+    attn_dims dims;
+    const float *x;      /* [B][n][d_model], required */
+    const float *memory; /* [B][m][d_mem]; NULL: self-attention on x, which
+                            requires m == n and d_mem == d_model */
+    const float *w_q;    /* [d_model][h*d_k], required */
+    const float *w_k;    /* [d_mem][g*d_k], required */
+    const float *w_v;    /* [d_mem][g*d_v], required */
+    const float *w_o;    /* [h*d_v][d_out]; NULL: d_out must be h*d_v */
+    const float *b_q;    /* [h*d_k] or NULL */
+    const float *b_k;    /* [g*d_k] or NULL */
+    const float *b_v;    /* [g*d_v] or NULL */
+    const float *b_o;    /* [d_out] or NULL */
+    attn_mask mask;
+    const uint8_t *key_padding; /* [B][m], nonzero marks a padded key; or NULL */
+    float scale;                /* > 0; 0 selects 1/sqrt(d_k) */
+    attn_weights weights;
+    const attn_allocator *allocator; /* NULL: malloc/free */
+} attn_params;
+
+/* Validates p: dimensions non-zero, g divides h, d_out == h*d_v without W_O,
+ * required pointers present, every size product representable.
+ * Returns ATTN_OK, ATTN_EINVAL, ATTN_ESHAPE or ATTN_EOVERFLOW. */
+int attn_check(const attn_params *p);
+
+/* Element counts of the caller-owned outputs for p: *output_elems is
+ * B*n*d_out; *weights_elems is B*h*n*m (per head), B*n*m (mean) or 0 (none).
+ * Either pointer may be NULL. Fails like attn_check. */
+int attn_output_sizes(const attn_params *p, size_t *output_elems,
+                      size_t *weights_elems);
+
+/* Number of weight and bias values p carries (W_q, W_k, W_v, W_o and the
+ * biases that are present), and the exact floating-point operation count of
+ * the computation above (multiply-adds times two; masked entries counted, as
+ * the contract defines the computation over the whole n x m). */
+int attn_param_count(const attn_params *p, uint64_t *count);
+int attn_flops(const attn_params *p, uint64_t *flops);
+
+/* Computes the attention described by p.
+ *   output   [B][n][d_out], caller-owned, required
+ *   weights  [B][h][n][m] (per head), [B][n][m] (mean), or NULL when
+ *            p->weights is ATTN_WEIGHTS_NONE
+ * Returns ATTN_OK, or a negative status with the outputs' contents
+ * unspecified and nothing leaked. Without weights, memory stays
+ * O(block * m) beyond the projections: the n x m scores are never
+ * materialised per head.
+ * attn_forward uses cblas_sgemm; attn_forward_ref is the naive reference with
+ * the same contract (float64 accumulation), which the tests trust. */
+int attn_forward(const attn_params *p, float *output, float *weights);
+int attn_forward_ref(const attn_params *p, float *output, float *weights);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_H */

@@ -1,0 +1,60 @@
+/* codec.h: the JSON codec. Request body -> validated attn_params with owned
+ * buffers -> library call -> streamed response body. Knows nothing of HTTP
+ * beyond the error kinds of errors.h. */
+#ifndef ATTND_CODEC_H
+#define ATTND_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errors.h"
+#include "limits.h"
+
+/* One error, filled by the first failure (first error wins). */
+typedef struct codec_error {
+    errors_kind kind;
+    char message[512]; /* what was expected and what was found */
+    char field[256];   /* JSON Pointer (RFC 6901) or "" when none */
+} codec_error;
+
+/* Fills err unless it already holds an error (first error wins).
+ * field may be NULL. */
+void codec_error_set(codec_error *err, errors_kind kind, const char *field,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The error response body {"error":{"code","message","field"}} as a
+ * malloc'd NUL-terminated string (caller frees); NULL when out of memory. */
+char *codec_error_body(const codec_error *err, size_t *len);
+
+typedef struct codec_request codec_request;
+
+/* Parses and validates body[0..len). On success returns 0 and *out owns every
+ * buffer the call needs; on failure returns -1, fills err, *out is NULL and
+ * nothing leaks. Limits (dimensions, heads, map elements, flops) are checked,
+ * with overflow-checked products, before any large allocation. */
+int codec_parse(const char *body, size_t len, const limits_config *lim,
+                codec_request **out, codec_error *err);
+
+/* Runs the library on a parsed request and keeps the results in req.
+ * *compute_seconds receives the library's wall time (may be NULL).
+ * Returns 0, or -1 with err filled. */
+int codec_run(codec_request *req, codec_error *err, double *compute_seconds);
+
+/* Frees a request; accepts NULL. */
+void codec_request_free(codec_request *req);
+
+/* Streaming writer of the 200 response body for a request that codec_run
+ * completed. codec_writer_new takes ownership of req (freed with the writer,
+ * or at once on failure). Returns NULL when out of memory. */
+typedef struct codec_writer codec_writer;
+codec_writer *codec_writer_new(codec_request *req);
+
+/* Copies up to cap bytes of the body into buf; returns the count, 0 at the
+ * end of the body. Never fails once the writer exists. */
+size_t codec_writer_read(codec_writer *w, char *buf, size_t cap);
+
+/* Frees a writer and its request; accepts NULL. */
+void codec_writer_free(codec_writer *w);
+
+#endif

@@ -1,0 +1,34 @@
+/* errors.h: the one table that maps every failure to its HTTP status and
+ * contract error code, plus the library-status mapping. */
+#ifndef ATTND_ERRORS_H
+#define ATTND_ERRORS_H
+
+/* X(name, http_status, contract code) */
+#define ERRORS_MAP(X)                                                         \
+    X(INVALID_JSON, 400, "invalid_json")                                      \
+    X(INVALID_REQUEST, 422, "invalid_request")                                \
+    X(TOO_LARGE, 413, "too_large")                                            \
+    X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported_media_type")                  \
+    X(METHOD_NOT_ALLOWED, 405, "method_not_allowed")                          \
+    X(NOT_FOUND, 404, "not_found")                                            \
+    X(UNAVAILABLE, 503, "unavailable")                                        \
+    X(BAD_REQUEST, 400, "bad_request")                                        \
+    X(INTERNAL, 500, "internal")
+
+typedef enum errors_kind {
+#define ERRORS__ENUM(name, status, code) ERRORS_##name,
+    ERRORS_MAP(ERRORS__ENUM)
+#undef ERRORS__ENUM
+    ERRORS_COUNT
+} errors_kind;
+
+/* HTTP status and contract code of a kind (static strings). */
+int errors_http_status(errors_kind kind);
+const char *errors_code(errors_kind kind);
+
+/* Kind for a negative attn_status from the library: ESHAPE/EINVAL are
+ * request errors (422), EOVERFLOW is too_large (413), ENOMEM is 503
+ * (transient), anything else internal (500). */
+errors_kind errors_from_attn(int attn_status);
+
+#endif
