@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn.h"
 #include "errors.h"
 #include "limits.h"
 
@@ -37,9 +38,11 @@ int codec_parse(const char *body, size_t len, const limits_config *lim,
                 codec_request **out, codec_error *err);
 
 /* Runs the library on a parsed request and keeps the results in req.
+ * exec is the server's compute pool (NULL: the calling thread).
  * *compute_seconds receives the library's wall time (may be NULL).
  * Returns 0, or -1 with err filled. */
-int codec_run(codec_request *req, codec_error *err, double *compute_seconds);
+int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
+              double *compute_seconds);
 
 /* Frees a request; accepts NULL. */
 void codec_request_free(codec_request *req);

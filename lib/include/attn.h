@@ -83,6 +83,23 @@ typedef struct attn_allocator {
     void *ctx;
 } attn_allocator;
 
+/* Optional executor through which the library spreads its work (row blocks
+ * of the projections, (batch, head, query block) tiles of the attention)
+ * over the caller's threads, so a server sizes one pool for all its requests
+ * and never creates threads per request. run calls fn(arg, i, worker) once
+ * for every i in [0, count), possibly concurrently, and returns when all have
+ * returned; worker is in [0, workers) and no two concurrent calls share one
+ * (the library keeps one scratch buffer per worker). With no executor the
+ * library runs the tasks in order on the calling thread. OpenBLAS should then
+ * be limited to one thread (OPENBLAS_NUM_THREADS=1) so the two never
+ * oversubscribe the cores. */
+typedef struct attn_executor {
+    void (*run)(void *ctx, size_t count,
+                void (*fn)(void *arg, size_t i, size_t worker), void *arg);
+    size_t workers;
+    void *ctx;
+} attn_executor;
+
 /* Everything one call needs. All pointers are borrowed for the call.
  * Matrices are row-major and contiguous; weights use the "heads side by side"
  * layout: head i of W_q owns columns i*d_k .. (i+1)*d_k-1. */
@@ -104,6 +121,7 @@ typedef struct attn_params {
     float scale;                /* > 0; 0 selects 1/sqrt(d_k) */
     attn_weights weights;
     const attn_allocator *allocator; /* NULL: malloc/free */
+    const attn_executor *executor;   /* NULL: run on the calling thread */
 } attn_params;
 
 /* Validates p: dimensions non-zero, g divides h, d_out == h*d_v without W_O,
