@@ -155,6 +155,14 @@ int attn_flops(const attn_params *p, uint64_t *flops);
 int attn_forward(const attn_params *p, float *output, float *weights);
 int attn_forward_ref(const attn_params *p, float *output, float *weights);
 
+/* Process-wide BLAS settings (OpenBLAS keeps them globally, so these are the
+ * only calls here that touch shared state; call them once at start-up).
+ * attn_blas_set_threads limits OpenBLAS to n threads (n >= 1) and returns
+ * the number now in use; attn_blas_config returns OpenBLAS's build
+ * description (openblas_get_config()), a static string. */
+int attn_blas_set_threads(int n);
+const char *attn_blas_config(void);
+
 #ifdef __cplusplus
 }
 #endif
