@@ -31,6 +31,7 @@ errors_kind errors_from_attn(int attn_status)
     switch (attn_status) {
     case ATTN_EINVAL:
     case ATTN_ESHAPE:
+    case ATTN_ERANGE:
         return ERRORS_INVALID_REQUEST;
     case ATTN_EOVERFLOW:
         return ERRORS_TOO_LARGE;

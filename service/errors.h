@@ -26,8 +26,9 @@ typedef enum errors_kind {
 int errors_http_status(errors_kind kind);
 const char *errors_code(errors_kind kind);
 
-/* Kind for a negative attn_status from the library: ESHAPE/EINVAL are
- * request errors (422), EOVERFLOW is too_large (413), ENOMEM is 503
+/* Kind for a negative attn_status from the library: ESHAPE/EINVAL and
+ * ERANGE (finite inputs whose products overflow float32) are request errors
+ * (422), EOVERFLOW is too_large (413), ENOMEM is 503
  * (transient), anything else internal (500). */
 errors_kind errors_from_attn(int attn_status);
 

@@ -49,7 +49,8 @@ extern "C" {
     X(EINVAL, -1, "invalid argument")                                         \
     X(ESHAPE, -2, "inconsistent dimensions")                                  \
     X(EOVERFLOW, -3, "size product overflows size_t")                         \
-    X(ENOMEM, -4, "out of memory")
+    X(ENOMEM, -4, "out of memory")                                            \
+    X(ERANGE, -5, "values overflow float32 during the computation")
 
 typedef enum attn_status {
 #define ATTN__STATUS_ENUM(name, value, msg) ATTN_##name = (value),
@@ -147,7 +148,8 @@ int attn_flops(const attn_params *p, uint64_t *flops);
  *   weights  [B][h][n][m] (per head), [B][n][m] (mean), or NULL when
  *            p->weights is ATTN_WEIGHTS_NONE
  * Returns ATTN_OK, or a negative status with the outputs' contents
- * unspecified and nothing leaked. Without weights, memory stays
+ * unspecified and nothing leaked. ATTN_ERANGE: finite inputs whose products
+ * overflow float32 (an infinite or NaN score or output). Without weights, memory stays
  * O(block * m) beyond the projections: the n x m scores are never
  * materialised per head.
  * attn_forward uses cblas_sgemm; attn_forward_ref is the naive reference with
