@@ -1,0 +1,78 @@
+# mk/web.mk: the dashboard. Every file under web/ and every ASSET_FILES entry
+# is embedded into $(BUILD)/gen/assets.c by tools/embed.c; the service links
+# ASSETS_OBJ. Browser test: headless Debian chromium via playwright-core.
+#
+# ASSET_FILES: space-separated `urlpath=file[:content-type]` entries added by
+# other fragments, e.g. /openapi.json=service/openapi.json:application/json.
+# web/index.html is served at `/`, any other web/<path> at `/<path>`; the
+# content type of web files is guessed from the extension by embed.
+
+ASSET_FILES ?=
+ASSETS_OBJ := $(BUILD)/obj/gen/assets.o
+EMBED := $(BUILD)/tools/embed
+
+WEB_FILES := $(shell find web -type f ! -name '.*' ! -name '*~' | LC_ALL=C sort)
+web_url = $(if $(filter web/index.html,$(1)),/,$(patsubst web/%,/%,$(1)))
+WEB_ENTRIES := $(foreach f,$(WEB_FILES),$(call web_url,$(f))=$(f))
+
+# Deferred: fragments read after this one may still append to ASSET_FILES.
+web_asset_entries = $(WEB_ENTRIES) $(ASSET_FILES)
+web_asset_srcs = $(WEB_FILES) $(foreach e,$(ASSET_FILES),\
+  $(firstword $(subst :, ,$(word 2,$(subst =, ,$(e))))))
+web_quoted_entries = $(foreach e,$(web_asset_entries),'$(e)')
+
+ALL_TARGETS += $(ASSETS_OBJ)
+DEB_TEST_PACKAGES += chromium
+DEPS_EXTRA += web-npm
+TEST_TARGETS += test-browser
+
+.PHONY: web-force web-npm test-browser
+
+$(BUILD)/obj/tools/embed.o: tools/embed.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(EMBED): $(BUILD)/obj/tools/embed.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^
+
+# The entry list is rewritten only when it changes, so adding or removing a
+# file (which changes no source mtime) still regenerates the table.
+$(BUILD)/gen/assets.list: web-force
+	@mkdir -p $(@D)
+	@printf '%s\n' $(web_quoted_entries) > $@.new; \
+	  if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+
+# Second expansion so ASSET_FILES appended by later fragments are prerequisites.
+.SECONDEXPANSION:
+$(BUILD)/gen/assets.c: $(EMBED) $(BUILD)/gen/assets.list $$(web_asset_srcs)
+	@mkdir -p $(@D)
+	$(EMBED) $@ $(web_quoted_entries)
+
+$(ASSETS_OBJ): $(BUILD)/gen/assets.c service/assets.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+# playwright-core only: it drives /usr/bin/chromium and never downloads a
+# browser. Debian's nodejs and npm are installed only when npm is missing
+# (a machine may already have node from elsewhere, whose npm would conflict).
+web-npm:
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing: nodejs npm"; \
+	    apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      --no-install-recommends nodejs npm >/dev/null || exit 1; \
+	  else echo "missing: npm (apt-get install nodejs npm)"; exit 1; fi; \
+	fi
+	@if [ ! -f tests/browser/node_modules/.package-lock.json ] || \
+	    [ tests/browser/package-lock.json -nt \
+	      tests/browser/node_modules/.package-lock.json ]; then \
+	  cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
+	    npm ci --no-audit --no-fund --loglevel=error; fi
+
+# Starts the real attnd on a free port, drives the page, kills the server.
+test-browser: $(BUILD)/attnd
+	ATTND_BIN=$(abspath $(BUILD)/attnd) \
+	  SCREENSHOT=$(abspath $(BUILD)/dashboard.png) \
+	  node tests/browser/dashboard.test.mjs
