@@ -1,0 +1,277 @@
+/* attn_blas.c: the fast kernel. Projections and both attention products go
+ * through cblas_sgemm; scale, mask and softmax are fused in one pass over
+ * each row of scores. The only file that includes cblas.h. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "attn_internal.h"
+
+/* Query rows per attention tile. Without returned weights a tile's scores
+ * live in a per-worker [ATTN__BLOCK][m] buffer, which is all the n x m
+ * memory the call ever holds. */
+#define ATTN__BLOCK 64
+/* Rows per projection task when an executor spreads the work. */
+#define ATTN__PROJ_MIN_ROWS 64
+
+typedef struct attn__job {
+    const attn_params *p;
+    const attn_dims *d;
+    float *q;       /* [B*n][h*d_k] */
+    float *k;       /* [B*m][g*d_k] */
+    float *v;       /* [B*m][g*d_v] */
+    float *cat;     /* [B*n][h*d_v]: the output itself when there is no W_O */
+    float *output;  /* [B*n][d_out] */
+    float *weights; /* caller's, or NULL */
+    float *scratch; /* [workers][ATTN__BLOCK][m], or NULL (per-head mode) */
+    int *status;    /* [workers]: ATTN_ERANGE when a worker saw overflow */
+    float scale;
+    size_t blk, nblocks;                 /* attention tiles per batch element */
+    size_t q_rows, kv_rows, chunk, q_chunks, kv_chunks; /* projection tasks */
+} attn__job;
+
+/* out[rows][cols] = in[rows][in_w] W[in_w][cols] + bias */
+static void attn__project(float *out, const float *in, const float *w,
+                          const float *bias, size_t rows, size_t in_w,
+                          size_t cols)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows,
+                (int)cols, (int)in_w, 1.0f, in, (int)in_w, w, (int)cols, 0.0f,
+                out, (int)cols);
+    if (bias != NULL)
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++)
+                out[r * cols + c] += bias[c];
+}
+
+/* Phase 1, task t: one chunk of rows of Q, K or V. */
+static void attn__proj_task(void *arg, size_t t, size_t worker)
+{
+    const attn__job *j = arg;
+    const attn_params *p = j->p;
+    const attn_dims *d = j->d;
+    const float *mem = attn__memory(p);
+    size_t r0, rows;
+
+    (void)worker;
+    if (t < j->q_chunks) {
+        r0 = t * j->chunk;
+        rows = j->q_rows - r0 < j->chunk ? j->q_rows - r0 : j->chunk;
+        attn__project(j->q + r0 * d->h * d->d_k, p->x + r0 * d->d_model,
+                      p->w_q, p->b_q, rows, d->d_model, d->h * d->d_k);
+        return;
+    }
+    t -= j->q_chunks;
+    r0 = (t % j->kv_chunks) * j->chunk;
+    rows = j->kv_rows - r0 < j->chunk ? j->kv_rows - r0 : j->chunk;
+    if (t < j->kv_chunks)
+        attn__project(j->k + r0 * d->g * d->d_k, mem + r0 * d->d_mem, p->w_k,
+                      p->b_k, rows, d->d_mem, d->g * d->d_k);
+    else
+        attn__project(j->v + r0 * d->g * d->d_v, mem + r0 * d->d_mem, p->w_v,
+                      p->b_v, rows, d->d_mem, d->g * d->d_v);
+}
+
+/* Phase 2, task t: query rows q0 .. q0+rows of batch element b, all heads.
+ *   S_i = scale Q_i K_j^T      [rows][m_eff]   (sgemm, scale as alpha)
+ *   A_i = masked softmax(S_i)  in place
+ *   O_i = A_i V_j              [rows][d_v]     (sgemm into the concat)
+ * Under a causal mask no row of the tile sees a key beyond q0+rows-1, so
+ * the products stop at m_eff keys. Query head i reads key/value head
+ * i / (h/g) in place: K and V are never copied per query head. */
+static void attn__attend_task(void *arg, size_t t, size_t worker)
+{
+    const attn__job *j = arg;
+    const attn_params *p = j->p;
+    const attn_dims *d = j->d;
+    size_t b = t / j->nblocks, q0 = (t % j->nblocks) * j->blk;
+    size_t rows = d->n - q0 < j->blk ? d->n - q0 : j->blk;
+    size_t m_eff = d->m;
+    size_t hdk = d->h * d->d_k, gdk = d->g * d->d_k;
+    size_t gdv = d->g * d->d_v, hdv = d->h * d->d_v, group = d->h / d->g;
+    const uint8_t *pad = p->key_padding ? p->key_padding + b * d->m : NULL;
+    float inv_h = 1.0f / (float)d->h;
+
+    if (p->mask == ATTN_MASK_CAUSAL && q0 + rows < m_eff)
+        m_eff = q0 + rows;
+    for (size_t i = 0; i < d->h; i++) {
+        size_t kv = i / group, lds;
+        float *s;
+
+        if (p->weights == ATTN_WEIGHTS_PER_HEAD) {
+            s = j->weights + ((b * d->h + i) * d->n + q0) * d->m;
+            lds = d->m;
+        } else {
+            s = j->scratch + worker * j->blk * d->m;
+            lds = m_eff;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows,
+                    (int)m_eff, (int)d->d_k, j->scale,
+                    j->q + (b * d->n + q0) * hdk + i * d->d_k, (int)hdk,
+                    j->k + b * d->m * gdk + kv * d->d_k, (int)gdk, 0.0f, s,
+                    (int)lds);
+        for (size_t r = 0; r < rows; r++) {
+            size_t visible = m_eff;
+            if (p->mask == ATTN_MASK_CAUSAL && q0 + r + 1 < visible)
+                visible = q0 + r + 1;
+            if (attn__softmax_row(s + r * lds, m_eff, visible, pad) < 0)
+                j->status[worker] = ATTN_ERANGE;
+            if (lds > m_eff)
+                memset(s + r * lds + m_eff, 0,
+                       (lds - m_eff) * sizeof(float));
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows,
+                    (int)d->d_v, (int)m_eff, 1.0f, s, (int)lds,
+                    j->v + b * d->m * gdv + kv * d->d_v, (int)gdv, 0.0f,
+                    j->cat + (b * d->n + q0) * hdv + i * d->d_v, (int)hdv);
+        if (p->weights == ATTN_WEIGHTS_MEAN) {
+            float *w = j->weights + (b * d->n + q0) * d->m;
+            for (size_t r = 0; r < rows; r++) {
+                float *wr = w + r * d->m;
+                const float *sr = s + r * lds;
+                if (i == 0) {
+                    for (size_t c = 0; c < m_eff; c++)
+                        wr[c] = sr[c] * inv_h;
+                    memset(wr + m_eff, 0, (d->m - m_eff) * sizeof(float));
+                } else {
+                    for (size_t c = 0; c < m_eff; c++)
+                        wr[c] += sr[c] * inv_h;
+                }
+            }
+        }
+    }
+}
+
+/* Phase 3, task t: one chunk of output rows: the output projection (or the
+ * bias alone without W_O), and the overflow check of the result. */
+static void attn__out_task(void *arg, size_t t, size_t worker)
+{
+    const attn__job *j = arg;
+    const attn_params *p = j->p;
+    const attn_dims *d = j->d;
+    size_t r0 = t * j->chunk;
+    size_t rows = j->q_rows - r0 < j->chunk ? j->q_rows - r0 : j->chunk;
+    float *out = j->output + r0 * d->d_out;
+
+    if (p->w_o != NULL)
+        attn__project(out, j->cat + r0 * d->h * d->d_v, p->w_o, p->b_o, rows,
+                      d->h * d->d_v, d->d_out);
+    else if (p->b_o != NULL)
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < d->d_out; c++)
+                out[r * d->d_out + c] += p->b_o[c];
+    for (size_t e = 0; e < rows * d->d_out; e++)
+        if (!isfinite(out[e])) {
+            j->status[worker] = ATTN_ERANGE;
+            break;
+        }
+}
+
+static void attn__run(const attn_params *p, size_t count,
+                      void (*fn)(void *, size_t, size_t), attn__job *job)
+{
+    if (p->executor != NULL) {
+        p->executor->run(p->executor->ctx, count, fn, job);
+        return;
+    }
+    for (size_t t = 0; t < count; t++)
+        fn(job, t, 0);
+}
+
+static size_t attn__ceil_div(size_t a, size_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+int attn_forward(const attn_params *p, float *output, float *weights)
+{
+    const attn_dims *d;
+    attn__job job;
+    size_t workers, proj_tasks;
+    int rc = attn_check(p);
+
+    if (rc != ATTN_OK)
+        return rc;
+    if (output == NULL || (p->weights != ATTN_WEIGHTS_NONE && weights == NULL))
+        return ATTN_EINVAL;
+    d = &p->dims;
+    /* cblas takes int sizes; attn_check bounded the products by size_t */
+    if (d->B * d->n > INT32_MAX || d->B * d->m > INT32_MAX ||
+        d->h * d->d_k > INT32_MAX || d->h * d->d_v > INT32_MAX ||
+        d->d_model > INT32_MAX || d->d_mem > INT32_MAX ||
+        d->d_out > INT32_MAX || d->m > INT32_MAX)
+        return ATTN_EOVERFLOW;
+    workers = p->executor != NULL ? p->executor->workers : 1;
+
+    memset(&job, 0, sizeof(job));
+    job.p = p;
+    job.d = d;
+    job.output = output;
+    job.weights = p->weights != ATTN_WEIGHTS_NONE ? weights : NULL;
+    job.scale = (float)attn__scale(p);
+    job.q_rows = d->B * d->n;
+    job.kv_rows = d->B * d->m;
+    /* one task per projection without an executor (OpenBLAS may thread
+     * it); otherwise enough chunks to keep every worker busy */
+    job.chunk = job.q_rows > job.kv_rows ? job.q_rows : job.kv_rows;
+    if (workers > 1) {
+        size_t c = attn__ceil_div(job.chunk, 2 * workers);
+        job.chunk = c < ATTN__PROJ_MIN_ROWS ? ATTN__PROJ_MIN_ROWS : c;
+    }
+    job.q_chunks = attn__ceil_div(job.q_rows, job.chunk);
+    job.kv_chunks = attn__ceil_div(job.kv_rows, job.chunk);
+    job.blk = ATTN__BLOCK;
+    if (workers > 1 && d->B * attn__ceil_div(d->n, job.blk) < 2 * workers) {
+        /* small requests: smaller tiles so every worker gets one */
+        size_t b = attn__ceil_div(d->n * d->B, 2 * workers);
+        job.blk = b < 8 ? 8 : b;
+    }
+    if (job.blk > d->n)
+        job.blk = d->n;
+    job.nblocks = attn__ceil_div(d->n, job.blk);
+
+    job.q = attn__alloc(p, job.q_rows, d->h * d->d_k * sizeof(float));
+    job.k = attn__alloc(p, job.kv_rows, d->g * d->d_k * sizeof(float));
+    job.v = attn__alloc(p, job.kv_rows, d->g * d->d_v * sizeof(float));
+    job.cat = p->w_o != NULL
+                  ? attn__alloc(p, job.q_rows, d->h * d->d_v * sizeof(float))
+                  : output;
+    job.status = attn__alloc(p, workers, sizeof(int));
+    if (p->weights != ATTN_WEIGHTS_PER_HEAD)
+        job.scratch = attn__alloc(p, workers * job.blk, d->m * sizeof(float));
+    if (!job.q || !job.k || !job.v || !job.cat || !job.status ||
+        (p->weights != ATTN_WEIGHTS_PER_HEAD && !job.scratch)) {
+        rc = ATTN_ENOMEM;
+        goto out;
+    }
+    memset(job.status, 0, workers * sizeof(int));
+
+    proj_tasks = job.q_chunks + 2 * job.kv_chunks;
+    attn__run(p, proj_tasks, attn__proj_task, &job);
+    attn__run(p, d->B * job.nblocks, attn__attend_task, &job);
+    attn__run(p, job.q_chunks, attn__out_task, &job);
+    for (size_t w = 0; w < workers; w++)
+        if (job.status[w] != ATTN_OK)
+            rc = job.status[w];
+out:
+    attn__free(p, job.q);
+    attn__free(p, job.k);
+    attn__free(p, job.v);
+    if (job.cat != output)
+        attn__free(p, job.cat);
+    attn__free(p, job.status);
+    attn__free(p, job.scratch);
+    return rc;
+}
+
+int attn_blas_set_threads(int n)
+{
+    if (n >= 1)
+        openblas_set_num_threads(n);
+    return openblas_get_num_threads();
+}
+
+const char *attn_blas_config(void)
+{
+    return openblas_get_config();
+}

@@ -1,0 +1,228 @@
+/* attn_common.c: validation, sizes, counts and allocation shared by both
+ * kernels. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "attn_internal.h"
+
+const char *attn_strerror(int status)
+{
+    switch (status) {
+#define ATTN__STATUS_CASE(name, value, msg)                                   \
+    case ATTN_##name:                                                         \
+        return msg;
+        ATTN_STATUS_MAP(ATTN__STATUS_CASE)
+#undef ATTN__STATUS_CASE
+    }
+    return "unknown status";
+}
+
+void *attn__alloc(const attn_params *p, size_t count, size_t size)
+{
+    size_t bytes;
+
+    if (attn__mul(count, size, &bytes) != 0)
+        return NULL;
+    if (bytes == 0)
+        bytes = 1;
+    if (p->allocator != NULL)
+        return p->allocator->alloc(p->allocator->ctx, bytes);
+    return malloc(bytes);
+}
+
+void attn__free(const attn_params *p, void *ptr)
+{
+    if (ptr == NULL)
+        return;
+    if (p->allocator != NULL)
+        p->allocator->free(p->allocator->ctx, ptr);
+    else
+        free(ptr);
+}
+
+double attn__scale(const attn_params *p)
+{
+    if (p->scale != 0.0f)
+        return (double)p->scale;
+    return 1.0 / sqrt((double)p->dims.d_k);
+}
+
+const float *attn__memory(const attn_params *p)
+{
+    return p->memory != NULL ? p->memory : p->x;
+}
+
+/* Every element count the kernels allocate or index, checked once. The
+ * largest single product a kernel forms is bounded by one of these times
+ * sizeof(double). */
+static int attn__check_products(const attn_params *p)
+{
+    const attn_dims *d = &p->dims;
+    size_t t, u, hdk, gdk, gdv, hdv;
+
+    if (attn__mul(d->h, d->d_k, &hdk) || attn__mul(d->g, d->d_k, &gdk) ||
+        attn__mul(d->g, d->d_v, &gdv) || attn__mul(d->h, d->d_v, &hdv))
+        return ATTN_EOVERFLOW;
+    /* x, memory, Q, K, V, concat, output: B * rows * width * 8 bytes */
+    if (attn__mul(d->B, d->n, &t) || attn__mul(t, d->d_model, &u) ||
+        attn__mul(u, 8, &u) || attn__mul(t, hdk, &u) || attn__mul(u, 8, &u) ||
+        attn__mul(t, hdv, &u) || attn__mul(u, 8, &u) ||
+        attn__mul(t, d->d_out, &u) || attn__mul(u, 8, &u))
+        return ATTN_EOVERFLOW;
+    if (attn__mul(d->B, d->m, &t) || attn__mul(t, d->d_mem, &u) ||
+        attn__mul(u, 8, &u) || attn__mul(t, gdk, &u) || attn__mul(u, 8, &u) ||
+        attn__mul(t, gdv, &u) || attn__mul(u, 8, &u))
+        return ATTN_EOVERFLOW;
+    /* weights */
+    if (attn__mul(d->d_model, hdk, &u) || attn__mul(u, 8, &u) ||
+        attn__mul(d->d_mem, gdk, &u) || attn__mul(u, 8, &u) ||
+        attn__mul(d->d_mem, gdv, &u) || attn__mul(u, 8, &u) ||
+        attn__mul(hdv, d->d_out, &u) || attn__mul(u, 8, &u))
+        return ATTN_EOVERFLOW;
+    /* one row of scores per query, and the maps when returned */
+    if (attn__mul(d->m, 8 * 256, &u))
+        return ATTN_EOVERFLOW;
+    if (p->weights != ATTN_WEIGHTS_NONE &&
+        (attn__mul(d->B, d->h, &t) || attn__mul(t, d->n, &t) ||
+         attn__mul(t, d->m, &t) || attn__mul(t, 8, &t)))
+        return ATTN_EOVERFLOW;
+    return ATTN_OK;
+}
+
+int attn_check(const attn_params *p)
+{
+    const attn_dims *d;
+
+    if (p == NULL)
+        return ATTN_EINVAL;
+    d = &p->dims;
+    if (p->x == NULL || p->w_q == NULL || p->w_k == NULL || p->w_v == NULL)
+        return ATTN_EINVAL;
+    if (p->mask != ATTN_MASK_NONE && p->mask != ATTN_MASK_CAUSAL)
+        return ATTN_EINVAL;
+    if (p->weights != ATTN_WEIGHTS_NONE && p->weights != ATTN_WEIGHTS_PER_HEAD &&
+        p->weights != ATTN_WEIGHTS_MEAN)
+        return ATTN_EINVAL;
+    if (!(p->scale >= 0.0f) || isinf(p->scale))
+        return ATTN_EINVAL; /* NaN fails the comparison */
+    if (p->allocator != NULL &&
+        (p->allocator->alloc == NULL || p->allocator->free == NULL))
+        return ATTN_EINVAL;
+    if (p->executor != NULL &&
+        (p->executor->run == NULL || p->executor->workers == 0))
+        return ATTN_EINVAL;
+    if (d->B == 0 || d->n == 0 || d->m == 0 || d->d_model == 0 ||
+        d->d_mem == 0 || d->h == 0 || d->g == 0 || d->d_k == 0 ||
+        d->d_v == 0 || d->d_out == 0)
+        return ATTN_ESHAPE;
+    if (d->g > d->h || d->h % d->g != 0)
+        return ATTN_ESHAPE;
+    if (p->memory == NULL && (d->m != d->n || d->d_mem != d->d_model))
+        return ATTN_ESHAPE;
+    if (attn__check_products(p) != ATTN_OK)
+        return ATTN_EOVERFLOW;
+    if (p->w_o == NULL && d->d_out != d->h * d->d_v)
+        return ATTN_ESHAPE;
+    return ATTN_OK;
+}
+
+int attn_output_sizes(const attn_params *p, size_t *output_elems,
+                      size_t *weights_elems)
+{
+    const attn_dims *d;
+    int rc = attn_check(p);
+
+    if (rc != ATTN_OK)
+        return rc;
+    d = &p->dims;
+    /* products already checked by attn_check */
+    if (output_elems != NULL)
+        *output_elems = d->B * d->n * d->d_out;
+    if (weights_elems != NULL) {
+        switch (p->weights) {
+        case ATTN_WEIGHTS_PER_HEAD:
+            *weights_elems = d->B * d->h * d->n * d->m;
+            break;
+        case ATTN_WEIGHTS_MEAN:
+            *weights_elems = d->B * d->n * d->m;
+            break;
+        default:
+            *weights_elems = 0;
+        }
+    }
+    return ATTN_OK;
+}
+
+/* Overflow-checked uint64 arithmetic for the counts. */
+static int attn__mul64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return -1;
+    *out = a * b;
+    return 0;
+}
+
+static int attn__add64(uint64_t *acc, uint64_t v)
+{
+    if (*acc > UINT64_MAX - v)
+        return -1;
+    *acc += v;
+    return 0;
+}
+
+/* acc += a * b * c */
+static int attn__fma3(uint64_t *acc, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t t;
+
+    if (attn__mul64(a, b, &t) || attn__mul64(t, c, &t))
+        return -1;
+    return attn__add64(acc, t);
+}
+
+int attn_param_count(const attn_params *p, uint64_t *count)
+{
+    const attn_dims *d;
+    uint64_t c = 0;
+    int rc = attn_check(p);
+
+    if (rc != ATTN_OK)
+        return rc;
+    d = &p->dims;
+    if (attn__fma3(&c, d->d_model, d->h, d->d_k) ||
+        attn__fma3(&c, d->d_mem, d->g, d->d_k) ||
+        attn__fma3(&c, d->d_mem, d->g, d->d_v) ||
+        (p->w_o && attn__fma3(&c, d->h, d->d_v, d->d_out)) ||
+        (p->b_q && attn__fma3(&c, d->h, d->d_k, 1)) ||
+        (p->b_k && attn__fma3(&c, d->g, d->d_k, 1)) ||
+        (p->b_v && attn__fma3(&c, d->g, d->d_v, 1)) ||
+        (p->b_o && attn__fma3(&c, d->d_out, 1, 1)))
+        return ATTN_EOVERFLOW;
+    *count = c;
+    return ATTN_OK;
+}
+
+int attn_flops(const attn_params *p, uint64_t *flops)
+{
+    const attn_dims *d;
+    uint64_t bn, bm, bhnm, f = 0;
+    int rc = attn_check(p);
+
+    if (rc != ATTN_OK)
+        return rc;
+    d = &p->dims;
+    if (attn__mul64(d->B, d->n, &bn) || attn__mul64(d->B, d->m, &bm) ||
+        attn__mul64(bn, d->h, &bhnm) || attn__mul64(bhnm, d->m, &bhnm))
+        return ATTN_EOVERFLOW;
+    /* multiply-adds: the three projections, Q K^T, A V, the output
+     * projection; the result doubles them */
+    if (attn__fma3(&f, bn, d->d_model, (uint64_t)d->h * d->d_k) ||
+        attn__fma3(&f, bm, d->d_mem, (uint64_t)d->g * d->d_k) ||
+        attn__fma3(&f, bm, d->d_mem, (uint64_t)d->g * d->d_v) ||
+        attn__fma3(&f, bhnm, d->d_k, 1) || attn__fma3(&f, bhnm, d->d_v, 1) ||
+        (p->w_o && attn__fma3(&f, bn, (uint64_t)d->h * d->d_v, d->d_out)) ||
+        attn__mul64(f, 2, &f))
+        return ATTN_EOVERFLOW;
+    *flops = f;
+    return ATTN_OK;
+}
