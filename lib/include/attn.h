@@ -165,6 +165,15 @@ int attn_forward_ref(const attn_params *p, float *output, float *weights);
 int attn_blas_set_threads(int n);
 const char *attn_blas_config(void);
 
+/* OpenBLAS 0.3.21 (Debian 12) does not recognise recent Intel server CPUs
+ * (Sapphire and Emerald Rapids among them) and falls back to its Prescott
+ * kernels, a quarter of the machine's sgemm speed. OPENBLAS_CORETYPE, read
+ * when OpenBLAS loads, overrides the detection, so a program sets it and
+ * re-executes itself before doing any work. Returns the core type to set for
+ * this CPU ("SkylakeX" with AVX-512, "Haswell" with AVX2 and FMA) when
+ * OpenBLAS chose a slower one, or NULL when its choice stands. */
+const char *attn_blas_coretype_hint(void);
+
 #ifdef __cplusplus
 }
 #endif

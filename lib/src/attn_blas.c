@@ -4,13 +4,16 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 #include "attn_internal.h"
 
 /* Query rows per attention tile. Without returned weights a tile's scores
  * live in a per-worker [ATTN__BLOCK][m] buffer, which is all the n x m
  * memory the call ever holds. */
+#ifndef ATTN__BLOCK
 #define ATTN__BLOCK 64
+#endif
 /* Rows per projection task when an executor spreads the work. */
 #define ATTN__PROJ_MIN_ROWS 64
 
@@ -274,4 +277,26 @@ int attn_blas_set_threads(int n)
 const char *attn_blas_config(void)
 {
     return openblas_get_config();
+}
+
+const char *attn_blas_coretype_hint(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    const char *core = openblas_get_corename();
+    static const char *const slow[] = {"prescott", "core2",   "penryn",
+                                       "dunnington", "nehalem", "sandybridge",
+                                       "unknown"};
+    int fallback = core == NULL;
+
+    for (size_t i = 0; !fallback && i < sizeof(slow) / sizeof(slow[0]); i++)
+        fallback = strcasecmp(core, slow[i]) == 0;
+    if (!fallback)
+        return NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "Haswell";
+#endif
+    return NULL;
 }
