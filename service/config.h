@@ -1,0 +1,48 @@
+/* config.h: attnd's configuration from command-line flags and environment
+ * variables (a flag wins over its variable, a variable over the default). */
+#ifndef ATTND_CONFIG_H
+#define ATTND_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "limits.h"
+
+/* attnd's version, in --version and attnd_build_info. */
+#define CONFIG_VERSION "0.1.0"
+
+typedef struct config {
+    char host[64];          /* --host ATTND_HOST, numeric IPv4 or IPv6 */
+    unsigned port;          /* --port PORT (ATTND_PORT), 0: ephemeral */
+    size_t threads;         /* --threads ATTND_THREADS, 0: usable cores */
+    size_t max_connections; /* --max-connections ATTND_MAX_CONNECTIONS */
+    limits_config limits;   /* --max-* and --timeout, see limits.h */
+    char cors_origins[1024]; /* --cors-origins ATTND_CORS_ORIGINS: "*" or a
+                                comma-separated list of origins */
+    bool quiet;             /* --quiet ATTND_QUIET: no per-request log */
+    double drain_delay_s;   /* --drain-delay ATTND_DRAIN_DELAY */
+    bool healthcheck;       /* --healthcheck: probe a running attnd */
+} config;
+
+/* What config_parse asks of its caller. */
+typedef enum config_result {
+    CONFIG_RUN = 0,   /* serve (or probe, when cfg->healthcheck) */
+    CONFIG_EXIT = 1,  /* --help or --version printed: exit 0 */
+    CONFIG_ERROR = 2  /* bad flag or value, message printed: exit 2 */
+} config_result;
+
+/* Every option at its default (host 0.0.0.0, port 8080, limits_defaults). */
+void config_defaults(config *cfg);
+
+/* Fills cfg from the environment (getenv) and then argv[1..argc). Usage
+ * (--help, --version) goes to out and errors to err, each message naming the
+ * option, its variable and the value found. cfg is fully written either way. */
+config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
+                           FILE *err);
+
+/* Usable cores: the affinity mask, capped by a cgroup CPU quota (v2
+ * cpu.max, v1 cfs quota) rounded up; at least 1. */
+size_t config_usable_cores(void);
+
+#endif

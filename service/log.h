@@ -1,0 +1,30 @@
+/* log.h: attnd's log, one JSON object per line on stderr. */
+#ifndef ATTND_LOG_H
+#define ATTND_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One finished request. Strings are borrowed; they are escaped as JSON. */
+typedef struct log_request_line {
+    const char *method;
+    const char *path;
+    int status;
+    size_t bytes_in, bytes_out;
+    double duration_ms;
+    const char *error_code; /* contract error code, or NULL on success */
+} log_request_line;
+
+/* Writes {"ts":..,"level":"info","msg":"request",...} with one write(2), so
+ * lines from concurrent requests never interleave. Never fails visibly. */
+void log_request(const log_request_line *line);
+
+/* An event line: {"ts":..,"level":level,"msg":msg} followed by the
+ * already-formatted JSON members in extra ("\"k\":v,..." or NULL). */
+void log_event(const char *level, const char *msg, const char *extra);
+
+/* Appends s as a JSON string (quotes included) to buf[*len..cap), truncating
+ * safely; *len never exceeds cap - 1 and buf stays NUL-terminated. */
+void log_json_string(char *buf, size_t *len, size_t cap, const char *s);
+
+#endif

@@ -1,0 +1,137 @@
+/* main.c: attnd's entry point: configuration, start, wait for SIGTERM or
+ * SIGINT, drain, exit. Everything else lives in server.c so tests can link
+ * all but this file. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attn.h"
+#include "config.h"
+#include "log.h"
+#include "server.h"
+
+/* --healthcheck: GET /healthz on the configured port with a plain socket
+ * (the container image has no curl). Returns 0 on a 200 answer, else 1. */
+static int main__healthcheck(const config *cfg)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t ss_len;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    /* A wildcard listener is probed on loopback; a specific one directly. */
+    if (!strcmp(cfg->host, "0.0.0.0") || !strcmp(cfg->host, "::")) {
+        v4->sin_family = AF_INET;
+        v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        v4->sin_port = htons((uint16_t)cfg->port);
+        ss_len = sizeof *v4;
+    } else if (inet_pton(AF_INET, cfg->host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)cfg->port);
+        ss_len = sizeof *v4;
+    } else if (inet_pton(AF_INET6, cfg->host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)cfg->port);
+        ss_len = sizeof *v6;
+    } else {
+        return 1;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 1;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    static const char req[] =
+        "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    char buf[64];
+    size_t got = 0;
+    if (connect(fd, (struct sockaddr *)&ss, ss_len) == 0 &&
+        send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)sizeof req - 1) {
+        while (got < sizeof buf - 1) {
+            ssize_t n = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+    }
+    close(fd);
+    buf[got] = '\0';
+    /* "HTTP/1.x 200 " */
+    return got >= 13 && !strncmp(buf, "HTTP/1.", 7) && !strncmp(buf + 8, " 200", 4)
+               ? 0
+               : 1;
+}
+
+static void main__sleep(double seconds)
+{
+    struct timespec ts = {.tv_sec = (time_t)seconds,
+                          .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) && errno == EINTR)
+        ;
+}
+
+int main(int argc, char **argv)
+{
+    config cfg;
+    switch (config_parse(&cfg, argc, argv, stdout, stderr)) {
+    case CONFIG_EXIT:
+        return 0;
+    case CONFIG_ERROR:
+        return 2;
+    case CONFIG_RUN:
+        break;
+    }
+    if (cfg.healthcheck)
+        return main__healthcheck(&cfg);
+
+    /* Blocked before any thread starts, so every thread inherits the mask
+     * and only sigwait below receives the signals. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    server *srv;
+    char err[256];
+    if (server_start(&cfg, &srv, err, sizeof err)) {
+        fprintf(stderr, "attnd: %s\n", err);
+        return 1;
+    }
+    char extra[2048];
+    size_t len = 0;
+    len += (size_t)snprintf(extra, sizeof extra,
+                            "\"version\":\"%s\",\"host\":", CONFIG_VERSION);
+    log_json_string(extra, &len, sizeof extra, cfg.host);
+    len += (size_t)snprintf(extra + len, sizeof extra - len,
+                            ",\"port\":%u,\"compute_threads\":%zu,"
+                            "\"blas_threads\":1,\"blas_config\":",
+                            (unsigned)server_port(srv), server_threads(srv));
+    log_json_string(extra, &len, sizeof extra, attn_blas_config());
+    log_event("info", "listening", extra);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    snprintf(extra, sizeof extra, "\"signal\":\"%s\",\"drain_delay_s\":%g",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", cfg.drain_delay_s);
+    log_event("info", "shutting down", extra);
+    server_begin_shutdown(srv);
+    if (cfg.drain_delay_s > 0)
+        main__sleep(cfg.drain_delay_s);
+    server_quiesce(srv);
+    server_wait(srv);
+    server_stop(srv);
+    log_event("info", "stopped", NULL);
+    return 0;
+}

@@ -1,0 +1,257 @@
+/* metrics.c: counters under one mutex; a request touches it twice, which
+ * costs nothing next to the HTTP work around it. */
+#include "metrics.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Upper bounds in seconds, shared by the request and compute histograms:
+ * from a health probe (~ms) to the heaviest request the limits admit. */
+static const double metrics__bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                         0.025,  0.05,  0.1,    0.25,  0.5,
+                                         1,      2.5,   5,      10,    30,
+                                         60};
+#define METRICS__NB (sizeof metrics__bounds / sizeof metrics__bounds[0])
+
+/* Paths are normalised by the server to a handful of labels and statuses
+ * are a few dozen at most, so this bound is never reached in practice. */
+#define METRICS__MAX_SERIES 256
+
+typedef struct metrics__hist {
+    uint64_t buckets[METRICS__NB]; /* non-cumulative; summed when rendered */
+    uint64_t count;
+    double sum;
+} metrics__hist;
+
+typedef struct metrics__series {
+    const char *path;
+    int status;
+    uint64_t count;
+} metrics__series;
+
+struct metrics {
+    pthread_mutex_t mu;
+    metrics__series series[METRICS__MAX_SERIES];
+    size_t n_series;
+    uint64_t dropped_series;
+    metrics__hist duration, compute;
+    size_t in_flight;
+    uint64_t bytes_in, bytes_out;
+    char version[32], mhd_version[32];
+    size_t threads;
+};
+
+metrics *metrics_new(void)
+{
+    metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    if (pthread_mutex_init(&m->mu, NULL)) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void metrics_free(metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+static void metrics__observe(metrics__hist *h, double v)
+{
+    size_t i = 0;
+    while (i < METRICS__NB && v > metrics__bounds[i])
+        i++;
+    if (i < METRICS__NB)
+        h->buckets[i]++;
+    h->count++;
+    h->sum += v;
+}
+
+void metrics_request_begin(metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->in_flight++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_request_end(metrics *m, const char *path, int status,
+                         size_t bytes_in, size_t bytes_out, double seconds)
+{
+    pthread_mutex_lock(&m->mu);
+    if (m->in_flight)
+        m->in_flight--;
+    m->bytes_in += bytes_in;
+    m->bytes_out += bytes_out;
+    metrics__observe(&m->duration, seconds);
+    size_t i = 0;
+    while (i < m->n_series &&
+           (m->series[i].status != status || strcmp(m->series[i].path, path)))
+        i++;
+    if (i == m->n_series) {
+        if (i < METRICS__MAX_SERIES) {
+            m->series[i].path = path;
+            m->series[i].status = status;
+            m->n_series++;
+        } else {
+            m->dropped_series++;
+            i = METRICS__MAX_SERIES;
+        }
+    }
+    if (i < METRICS__MAX_SERIES)
+        m->series[i].count++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_compute(metrics *m, double seconds)
+{
+    pthread_mutex_lock(&m->mu);
+    metrics__observe(&m->compute, seconds);
+    pthread_mutex_unlock(&m->mu);
+}
+
+size_t metrics_in_flight(metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    size_t n = m->in_flight;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+void metrics_set_build_info(metrics *m, const char *version,
+                            const char *mhd_version, size_t threads)
+{
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->version, sizeof m->version, "%s", version);
+    snprintf(m->mhd_version, sizeof m->mhd_version, "%s", mhd_version);
+    m->threads = threads;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* A growing text buffer; after a failed allocation every append is a no-op
+ * and the render returns NULL. */
+typedef struct metrics__text {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} metrics__text;
+
+static void metrics__printf(metrics__text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void metrics__printf(metrics__text *t, const char *fmt, ...)
+{
+    if (t->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = 1;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap * 2 + (size_t)n;
+        char *b = realloc(t->buf, cap);
+        if (!b) {
+            t->failed = 1;
+            return;
+        }
+        t->buf = b;
+        t->cap = cap;
+    }
+}
+
+static void metrics__hist_render(metrics__text *t, const char *name,
+                                 const char *help, const metrics__hist *h)
+{
+    metrics__printf(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (size_t i = 0; i < METRICS__NB; i++) {
+        cum += h->buckets[i];
+        metrics__printf(t, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name,
+                        metrics__bounds[i], cum);
+    }
+    metrics__printf(t, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
+    metrics__printf(t, "%s_sum %.9g\n%s_count %" PRIu64 "\n", name, h->sum,
+                    name, h->count);
+}
+
+char *metrics_render(metrics *m, size_t *len)
+{
+    metrics__text t = {malloc(8192), 0, 8192, 0};
+    if (!t.buf)
+        return NULL;
+    t.buf[0] = '\0';
+    pthread_mutex_lock(&m->mu);
+    metrics__printf(&t,
+                    "# HELP attnd_build_info Build information; always 1.\n"
+                    "# TYPE attnd_build_info gauge\n"
+                    "attnd_build_info{version=\"%s\",libmicrohttpd=\"%s\"} 1\n",
+                    m->version, m->mhd_version);
+    metrics__printf(&t,
+                    "# HELP attnd_compute_threads Threads of the compute pool.\n"
+                    "# TYPE attnd_compute_threads gauge\n"
+                    "attnd_compute_threads %zu\n",
+                    m->threads);
+    metrics__printf(&t, "# HELP attnd_http_requests_total HTTP requests "
+                        "answered, by normalised path and status.\n"
+                        "# TYPE attnd_http_requests_total counter\n");
+    for (size_t i = 0; i < m->n_series; i++)
+        metrics__printf(&t,
+                        "attnd_http_requests_total{path=\"%s\",status=\"%d\"} "
+                        "%" PRIu64 "\n",
+                        m->series[i].path, m->series[i].status,
+                        m->series[i].count);
+    metrics__hist_render(&t, "attnd_http_request_duration_seconds",
+                         "Time from request headers to the last byte of the "
+                         "response.",
+                         &m->duration);
+    metrics__printf(&t,
+                    "# HELP attnd_http_requests_in_flight Requests begun and "
+                    "not yet finished.\n"
+                    "# TYPE attnd_http_requests_in_flight gauge\n"
+                    "attnd_http_requests_in_flight %zu\n",
+                    m->in_flight);
+    metrics__printf(&t,
+                    "# HELP attnd_http_received_bytes_total Request body "
+                    "bytes received.\n"
+                    "# TYPE attnd_http_received_bytes_total counter\n"
+                    "attnd_http_received_bytes_total %" PRIu64 "\n"
+                    "# HELP attnd_http_sent_bytes_total Response body bytes "
+                    "sent.\n"
+                    "# TYPE attnd_http_sent_bytes_total counter\n"
+                    "attnd_http_sent_bytes_total %" PRIu64 "\n",
+                    m->bytes_in, m->bytes_out);
+    metrics__printf(&t,
+                    "# HELP attnd_compute_seconds_total Wall time spent in the "
+                    "attention library.\n"
+                    "# TYPE attnd_compute_seconds_total counter\n"
+                    "attnd_compute_seconds_total %.9g\n",
+                    m->compute.sum);
+    metrics__hist_render(&t, "attnd_compute_duration_seconds",
+                         "Library wall time per /attend request.",
+                         &m->compute);
+    pthread_mutex_unlock(&m->mu);
+    if (t.failed) {
+        free(t.buf);
+        return NULL;
+    }
+    if (len)
+        *len = t.len;
+    return t.buf;
+}

@@ -1,0 +1,175 @@
+/* pool.c: fixed worker threads taking tasks from the active runs in turn. */
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* One run() in progress, on its caller's stack. It sits in the pool's ring
+ * while some of its tasks are unclaimed. */
+typedef struct pool__job {
+    void (*fn)(void *arg, size_t i, size_t worker);
+    void *arg;
+    size_t count, next, done;
+    pthread_cond_t finished;
+    struct pool__job *prev, *succ; /* ring of jobs with unclaimed tasks */
+} pool__job;
+
+typedef struct pool__worker {
+    pool *owner;
+    size_t index;
+    pthread_t thread;
+} pool__worker;
+
+struct pool {
+    pthread_mutex_t mu;
+    pthread_cond_t work;
+    pool__job *cursor; /* next job to take a task from; NULL: none */
+    bool stopping;
+    size_t n_workers, n_started;
+    pool__worker *workers;
+    attn_executor exec;
+};
+
+static _Thread_local bool pool__in_task;
+
+static void pool__unlink(pool *p, pool__job *j)
+{
+    if (j->succ == j) {
+        p->cursor = NULL;
+    } else {
+        j->prev->succ = j->succ;
+        j->succ->prev = j->prev;
+        if (p->cursor == j)
+            p->cursor = j->succ;
+    }
+    j->prev = j->succ = NULL;
+}
+
+static void *pool__main(void *arg)
+{
+    pool__worker *w = arg;
+    pool *p = w->owner;
+    pool__in_task = true;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->cursor && !p->stopping)
+            pthread_cond_wait(&p->work, &p->mu);
+        if (!p->cursor)
+            break; /* stopping and nothing left */
+        pool__job *j = p->cursor;
+        size_t i = j->next++;
+        if (j->next == j->count)
+            pool__unlink(p, j);
+        else
+            p->cursor = j->succ; /* round-robin: next task from the next run */
+        pthread_mutex_unlock(&p->mu);
+        j->fn(j->arg, i, w->index);
+        pthread_mutex_lock(&p->mu);
+        /* The caller frees j once done == count, and only after taking the
+         * mutex, so signalling under it is the last touch of j here. */
+        if (++j->done == j->count)
+            pthread_cond_signal(&j->finished);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void pool__run(void *ctx, size_t count,
+                      void (*fn)(void *arg, size_t i, size_t worker), void *arg)
+{
+    pool *p = ctx;
+    if (count == 0)
+        return;
+    if (pool__in_task) {
+        /* Waiting for other workers from inside a task could deadlock. */
+        for (size_t i = 0; i < count; i++)
+            fn(arg, i, 0);
+        return;
+    }
+    pool__job j = {.fn = fn, .arg = arg, .count = count};
+    pthread_cond_init(&j.finished, NULL);
+    pthread_mutex_lock(&p->mu);
+    if (!p->cursor) {
+        j.prev = j.succ = &j;
+        p->cursor = &j;
+    } else {
+        /* Insert just before the cursor: served last in this round. */
+        j.succ = p->cursor;
+        j.prev = p->cursor->prev;
+        j.prev->succ = &j;
+        j.succ->prev = &j;
+    }
+    if (count == 1)
+        pthread_cond_signal(&p->work);
+    else
+        pthread_cond_broadcast(&p->work);
+    while (j.done < j.count)
+        pthread_cond_wait(&j.finished, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    pthread_cond_destroy(&j.finished);
+}
+
+int pool_new(size_t workers, pool **out)
+{
+    *out = NULL;
+    if (workers == 0)
+        return -1;
+    pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return -1;
+    p->workers = calloc(workers, sizeof *p->workers);
+    if (!p->workers || pthread_mutex_init(&p->mu, NULL)) {
+        free(p->workers);
+        free(p);
+        return -1;
+    }
+    if (pthread_cond_init(&p->work, NULL)) {
+        pthread_mutex_destroy(&p->mu);
+        free(p->workers);
+        free(p);
+        return -1;
+    }
+    p->n_workers = workers;
+    for (size_t i = 0; i < workers; i++) {
+        p->workers[i].owner = p;
+        p->workers[i].index = i;
+        if (pthread_create(&p->workers[i].thread, NULL, pool__main,
+                           &p->workers[i])) {
+            pool_free(p);
+            return -1;
+        }
+        p->n_started++;
+    }
+    p->exec.run = pool__run;
+    p->exec.workers = workers;
+    p->exec.ctx = p;
+    *out = p;
+    return 0;
+}
+
+void pool_free(pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < p->n_started; i++)
+        pthread_join(p->workers[i].thread, NULL);
+    pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->mu);
+    free(p->workers);
+    free(p);
+}
+
+const attn_executor *pool_executor(pool *p)
+{
+    return &p->exec;
+}
+
+size_t pool_workers(const pool *p)
+{
+    return p->n_workers;
+}

@@ -1,0 +1,30 @@
+/* pool.h: the server's one compute pool, lent to the library as its
+ * attn_executor, so all requests together never use more than W threads. */
+#ifndef ATTND_POOL_H
+#define ATTND_POOL_H
+
+#include <stddef.h>
+
+#include "attn.h"
+
+typedef struct pool pool;
+
+/* Starts workers threads (>= 1). Returns 0 and *out, or -1 (nothing leaks)
+ * when threads or memory are unavailable. */
+int pool_new(size_t workers, pool **out);
+
+/* Stops and joins the workers; no run may be in progress. Accepts NULL. */
+void pool_free(pool *p);
+
+/* The executor view of p (borrowed; valid until pool_free). Its run blocks
+ * the caller until all count tasks have returned. Concurrent runs (one per
+ * request) share the workers round-robin, task by task, so a small request
+ * advances while a large one is in progress instead of queuing behind it.
+ * Worker indices are the pool threads' own, in [0, workers). A run called
+ * from inside a task executes inline on that worker. */
+const attn_executor *pool_executor(pool *p);
+
+/* Number of worker threads. */
+size_t pool_workers(const pool *p);
+
+#endif

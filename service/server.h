@@ -1,0 +1,57 @@
+/* server.h: the attnd HTTP server as a library, so tests run it in-process.
+ *
+ * Lifecycle: server_start -> (serving) -> server_begin_shutdown (/readyz
+ * answers 503 at once) -> server_quiesce (listening socket closed, new work
+ * refused with 503) -> server_wait (requests in flight finish) ->
+ * server_stop (daemon stopped, everything freed). server_stop runs whatever
+ * steps have not run yet, so it alone is a complete, graceful stop. */
+#ifndef ATTND_SERVER_H
+#define ATTND_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attn.h"
+#include "config.h"
+#include "metrics.h"
+
+typedef struct server server;
+
+/* Starts serving cfg (copied) on cfg->host:cfg->port (port 0: an ephemeral
+ * port, see server_port) with libmicrohttpd's thread-per-connection mode and
+ * a compute pool of cfg->threads workers (0: config_usable_cores()).
+ * Limits OpenBLAS to one thread (process-wide) so the pool alone decides
+ * how many cores compute. Returns 0 and *out, or -1 with a message in
+ * err[0..err_cap) and nothing left running. */
+int server_start(const config *cfg, server **out, char *err, size_t err_cap);
+
+/* The TCP port actually bound. */
+uint16_t server_port(const server *srv);
+
+/* Compute threads of the pool. */
+size_t server_threads(const server *srv);
+
+/* Readiness off: /readyz answers 503 from now on; everything else is
+ * unchanged. Async-signal-unsafe; call it from a normal thread. */
+void server_begin_shutdown(server *srv);
+
+/* Stops accepting connections and refuses new POST /attend with 503
+ * (Connection: close); requests already started continue. Implies
+ * server_begin_shutdown. Idempotent. */
+void server_quiesce(server *srv);
+
+/* Blocks until no request is in progress (headers received, response not
+ * yet completed). Call after server_quiesce so the count can only fall. */
+void server_wait(server *srv);
+
+/* Quiesces, waits for requests in flight, stops the daemon (closing idle
+ * keep-alive connections) and frees srv. Accepts NULL. Never call it from a
+ * request handler. */
+void server_stop(server *srv);
+
+/* Borrowed views for tests and main: the compute pool's executor and the
+ * metrics, valid until server_stop. */
+const attn_executor *server_executor(server *srv);
+metrics *server_metrics(server *srv);
+
+#endif
