@@ -1,0 +1,123 @@
+// api.js: POST /attend from the page, and the response's attention maps as
+// flat typed arrays whatever their wire form (nested JSON or base64 tensor).
+
+// Sends body (a string, sent as is) to ./attend on this page's origin.
+// Resolves to { ok: true, status, text, json, ms } or
+// { ok: false, error: { status, code, message, field } }; never throws, so
+// the caller always has something to show.
+export async function post_attend(body) {
+  const t0 = performance.now();
+  let res;
+  try {
+    res = await fetch('attend', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body,
+    });
+  } catch (e) {
+    return { ok: false, error: { status: 0, code: 'network_error',
+      message: `the request did not reach the service (${e.message})`, field: '' } };
+  }
+  let text;
+  try {
+    text = await res.text();
+  } catch (e) {
+    return { ok: false, error: { status: res.status, code: 'network_error',
+      message: `the response was cut off (${e.message})`, field: '' } };
+  }
+  const ms = performance.now() - t0;
+  let json = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // Not JSON: a proxy's error page or a broken server; show what came.
+  }
+  if (!res.ok) {
+    const err = json && typeof json === 'object' && json.error;
+    if (err && typeof err === 'object')
+      return { ok: false, error: { status: res.status,
+        code: String(err.code ?? 'unknown'), message: String(err.message ?? ''),
+        field: err.field == null ? '' : String(err.field) } };
+    return { ok: false, error: { status: res.status, code: `http_${res.status}`,
+      message: text.slice(0, 300) || res.statusText, field: '' } };
+  }
+  if (json === null || typeof json !== 'object')
+    return { ok: false, error: { status: res.status, code: 'bad_response',
+      message: 'the service answered 200 with a body that is not a JSON object', field: '' } };
+  return { ok: true, status: res.status, text, json, ms };
+}
+
+// Decodes a {dtype: "float32", shape, data} tensor to { shape, values }.
+export function decode_tensor(t) {
+  if (t.dtype !== 'float32' || !Array.isArray(t.shape) || typeof t.data !== 'string')
+    throw new Error('tensor object without float32 dtype, shape and data');
+  const bin = atob(t.data);
+  const count = t.shape.reduce((a, b) => a * b, 1);
+  if (bin.length !== count * 4)
+    throw new Error(`tensor of shape [${t.shape}] carries ${bin.length} bytes, not ${count * 4}`);
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const view = new DataView(bytes.buffer);
+  const values = new Float32Array(count);
+  for (let i = 0; i < count; i++) values[i] = view.getFloat32(i * 4, true);
+  return { shape: t.shape, values };
+}
+
+// The shape of a nested array (first element along each axis).
+function nested_shape(a) {
+  const shape = [];
+  for (let x = a; Array.isArray(x); x = x[0]) shape.push(x.length);
+  return shape;
+}
+
+// Flattens a nested numeric array row-major into a Float64Array, keeping
+// the service's values exactly (no float32 rounding on the page).
+function flatten(a, shape) {
+  const count = shape.reduce((p, q) => p * q, 1);
+  const out = new Float64Array(count);
+  let k = 0;
+  const walk = (x, depth) => {
+    if (depth === shape.length - 1) {
+      for (let i = 0; i < x.length; i++) out[k++] = Number(x[i]);
+    } else {
+      for (let i = 0; i < x.length; i++) walk(x[i], depth + 1);
+    }
+  };
+  walk(a, 0);
+  if (k !== count) throw new Error('ragged attention array in the response');
+  return out;
+}
+
+// The response's attention as { batch, heads, n, m, values, batched } with
+// values B*h*n*m row-major. The page always asks for per-head maps, so rank
+// 4 is [B][h][n][m] and rank 3 is [h][n][m]; a rank-2 map (a mean) is shown
+// as one head.
+export function attention_of(resp) {
+  const a = resp.attention;
+  if (a == null) return null;
+  let shape, values;
+  if (Array.isArray(a)) {
+    shape = nested_shape(a);
+    values = flatten(a, shape);
+  } else if (typeof a === 'object') {
+    ({ shape, values } = decode_tensor(a));
+  } else {
+    throw new Error('attention is neither an array nor a tensor object');
+  }
+  if (shape.length < 2 || shape.length > 4)
+    throw new Error(`attention of rank ${shape.length}`);
+  const batched = shape.length === 4;
+  const batch = batched ? shape[0] : 1;
+  const heads = shape.length >= 3 ? shape[shape.length - 3] : 1;
+  const n = shape[shape.length - 2];
+  const m = shape[shape.length - 1];
+  return { batch, heads, n, m, values, batched };
+}
+
+// Labels for batch element b of a tokens field ([n] or [B][n]), or indices.
+export function labels_of(field, b, count) {
+  let t = field;
+  if (Array.isArray(t) && Array.isArray(t[0])) t = t[b];
+  if (Array.isArray(t) && t.length === count) return t.map(String);
+  return Array.from({ length: count }, (_, i) => String(i));
+}

@@ -1,0 +1,149 @@
+// generate.js: a deterministic POST /attend request from a sentence and a
+// seed. The same seed and inputs always give the same request, so a map seen
+// on the page can be reproduced (and compared) anywhere.
+
+// mulberry32: a 32-bit state PRNG; tiny, fast and good enough for weights.
+export function mulberry32(seed) {
+  let a = seed >>> 0;
+  return function next() {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// Standard normal deviates by Box-Muller; u1 is kept away from 0 for log().
+export function gaussian(rand) {
+  const u1 = Math.max(rand(), 1e-12);
+  const u2 = rand();
+  return Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
+}
+
+// FNV-1a of a string, so equal tokens get equal embeddings.
+function hash_string(s) {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+export function tokenize(sentence) {
+  return sentence.split(/\s+/).filter((t) => t.length > 0);
+}
+
+// Rounded to 5 significant digits: keeps JSON requests small and the values
+// exactly representable in the text the user sees.
+function round5(v) {
+  return Number(v.toPrecision(5));
+}
+
+function matrix(rows, cols, fill) {
+  const out = new Array(rows);
+  for (let r = 0; r < rows; r++) {
+    const row = new Array(cols);
+    for (let c = 0; c < cols; c++) row[c] = round5(fill(r, c));
+    out[r] = row;
+  }
+  return out;
+}
+
+// Checks the form values; returns a message or null.
+export function check_params(p) {
+  const ints = [['d_model', p.d_model], ['heads', p.heads],
+    ['KV heads', p.kv_heads]];
+  for (const [name, v] of ints)
+    if (!Number.isInteger(v) || v < 1) return `${name} must be an integer >= 1`;
+  if (!Number.isInteger(p.padding) || p.padding < 0)
+    return 'pad tokens must be an integer >= 0';
+  if (!Number.isInteger(p.repeat) || p.repeat < 1)
+    return 'repeat must be an integer >= 1';
+  if (!Number.isInteger(p.seed) || p.seed < 0 || p.seed > 4294967295)
+    return 'seed must be an integer from 0 to 4294967295';
+  if (p.heads % p.kv_heads !== 0)
+    return `KV heads (${p.kv_heads}) must divide heads (${p.heads})`;
+  if (p.d_model < p.heads)
+    return `d_model (${p.d_model}) must be at least the number of heads (${p.heads}) so d_k >= 1`;
+  if (tokenize(p.sentence).length === 0) return 'the sentence has no tokens';
+  return null;
+}
+
+// Builds the request object. Shapes: x [n][d_model], w_q [d_model][h*d_k],
+// w_k and w_v [d_model][g*d_k], with d_k = floor(d_model / h).
+//
+// Embeddings are a per-word random vector plus a sinusoidal position code,
+// so repeated words resemble each other and position matters. Each query
+// head gets its own gain, so some heads come out broad and others focused:
+// with unit-variance x and N(0, 1/d_model) weights the scaled scores have a
+// standard deviation of about the head's gain.
+export function generate_request(p) {
+  const words = [];
+  for (let r = 0; r < p.repeat; r++) words.push(...tokenize(p.sentence));
+  const tokens = words.concat(new Array(p.padding).fill('[PAD]'));
+  const n = tokens.length;
+  const d = p.d_model;
+  const h = p.heads;
+  const g = p.kv_heads;
+  const dk = Math.floor(d / h);
+
+  const embedding = new Map();
+  for (const t of new Set(tokens.map((w) => w.toLowerCase()))) {
+    const rand = mulberry32(hash_string(t) ^ p.seed);
+    const v = new Float64Array(d);
+    for (let c = 0; c < d; c++) v[c] = gaussian(rand);
+    embedding.set(t, v);
+  }
+  const x = matrix(n, d, (i, c) => {
+    const e = embedding.get(tokens[i].toLowerCase())[c];
+    const freq = Math.pow(10000, -2 * Math.floor(c / 2) / d);
+    const pos = c % 2 === 0 ? Math.sin(i * freq) : Math.cos(i * freq);
+    return e + 0.7 * pos;
+  });
+
+  const rand = mulberry32(p.seed ^ 0x9e3779b9);
+  const sd = 1 / Math.sqrt(d);
+  const gains = [];
+  for (let i = 0; i < h; i++) gains.push(0.6 + 3 * rand());
+  const w_q = matrix(d, h * dk, (_, c) => gaussian(rand) * sd *
+    gains[Math.floor(c / dk)]);
+  const w_k = matrix(d, g * dk, () => gaussian(rand) * sd);
+  const w_v = matrix(d, g * dk, () => gaussian(rand) * sd);
+
+  const req = {
+    x, w_q, w_k, w_v,
+    num_heads: h,
+    num_kv_heads: g,
+    mask: p.mask,
+    tokens,
+    return_weights: 'per_head',
+  };
+  if (p.padding > 0)
+    req.key_padding_mask = tokens.map((_, i) => i >= n - p.padding);
+  return req;
+}
+
+// Little-endian float32 bytes of a nested numeric array, as a contract
+// tensor object {dtype, shape, data}.
+export function to_tensor(nested) {
+  const shape = [];
+  for (let a = nested; Array.isArray(a); a = a[0]) shape.push(a.length);
+  const flat = nested.flat(shape.length - 1);
+  const bytes = new Uint8Array(flat.length * 4);
+  const view = new DataView(bytes.buffer);
+  for (let i = 0; i < flat.length; i++) view.setFloat32(i * 4, flat[i], true);
+  let bin = '';
+  const chunk = 0x8000;
+  for (let i = 0; i < bytes.length; i += chunk)
+    bin += String.fromCharCode.apply(null, bytes.subarray(i, i + chunk));
+  return { dtype: 'float32', shape, data: btoa(bin) };
+}
+
+// The request with its matrices as base64 tensors and base64 responses.
+export function as_base64(req) {
+  const out = { ...req, encoding: 'base64' };
+  for (const k of ['x', 'w_q', 'w_k', 'w_v']) out[k] = to_tensor(req[k]);
+  return out;
+}
