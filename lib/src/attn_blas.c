@@ -26,7 +26,8 @@ typedef struct attn__job {
     float *cat;     /* [B*n][h*d_v]: the output itself when there is no W_O */
     float *output;  /* [B*n][d_out] */
     float *weights; /* caller's, or NULL */
-    float *scratch; /* [workers][ATTN__BLOCK][m], or NULL (per-head mode) */
+    float *scratch; /* [workers][blk][m], or NULL (per-head mode) */
+    float *inv;     /* [workers][blk]: 1 / row sum of the unnormalised rows */
     int *status;    /* [workers]: ATTN_ERANGE when a worker saw overflow */
     float scale;
     size_t blk, nblocks;                 /* attention tiles per batch element */
@@ -94,6 +95,11 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
     size_t gdv = d->g * d->d_v, hdv = d->h * d->d_v, group = d->h / d->g;
     const uint8_t *pad = p->key_padding ? p->key_padding + b * d->m : NULL;
     float inv_h = 1.0f / (float)d->h;
+    float *inv = j->inv + worker * j->blk;
+    /* Returned per-head weights must be normalised in place; otherwise the
+     * rows stay exp(s - max) and the 1/sum goes onto the d_v outputs of
+     * A V (and the mean's accumulation), a pass over m per row saved. */
+    int normalize = p->weights == ATTN_WEIGHTS_PER_HEAD;
 
     if (p->mask == ATTN_MASK_CAUSAL && q0 + rows < m_eff)
         m_eff = q0 + rows;
@@ -117,7 +123,8 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
             size_t visible = m_eff;
             if (p->mask == ATTN_MASK_CAUSAL && q0 + r + 1 < visible)
                 visible = q0 + r + 1;
-            if (attn__softmax_row(s + r * lds, m_eff, visible, pad) < 0)
+            if (attn__softmax_row(s + r * lds, m_eff, visible, pad, normalize,
+                                  &inv[r]) < 0)
                 j->status[worker] = ATTN_ERANGE;
             if (lds > m_eff)
                 memset(s + r * lds + m_eff, 0,
@@ -127,18 +134,25 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
                     (int)d->d_v, (int)m_eff, 1.0f, s, (int)lds,
                     j->v + b * d->m * gdv + kv * d->d_v, (int)gdv, 0.0f,
                     j->cat + (b * d->n + q0) * hdv + i * d->d_v, (int)hdv);
+        if (!normalize)
+            for (size_t r = 0; r < rows; r++) {
+                float *o = j->cat + (b * d->n + q0 + r) * hdv + i * d->d_v;
+                for (size_t c = 0; c < d->d_v; c++)
+                    o[c] *= inv[r];
+            }
         if (p->weights == ATTN_WEIGHTS_MEAN) {
             float *w = j->weights + (b * d->n + q0) * d->m;
             for (size_t r = 0; r < rows; r++) {
                 float *wr = w + r * d->m;
                 const float *sr = s + r * lds;
+                float f = inv_h * inv[r];
                 if (i == 0) {
                     for (size_t c = 0; c < m_eff; c++)
-                        wr[c] = sr[c] * inv_h;
+                        wr[c] = sr[c] * f;
                     memset(wr + m_eff, 0, (d->m - m_eff) * sizeof(float));
                 } else {
                     for (size_t c = 0; c < m_eff; c++)
-                        wr[c] += sr[c] * inv_h;
+                        wr[c] += sr[c] * f;
                 }
             }
         }
@@ -240,9 +254,10 @@ int attn_forward(const attn_params *p, float *output, float *weights)
                   ? attn__alloc(p, job.q_rows, d->h * d->d_v * sizeof(float))
                   : output;
     job.status = attn__alloc(p, workers, sizeof(int));
+    job.inv = attn__alloc(p, workers * job.blk, sizeof(float));
     if (p->weights != ATTN_WEIGHTS_PER_HEAD)
         job.scratch = attn__alloc(p, workers * job.blk, d->m * sizeof(float));
-    if (!job.q || !job.k || !job.v || !job.cat || !job.status ||
+    if (!job.q || !job.k || !job.v || !job.cat || !job.status || !job.inv ||
         (p->weights != ATTN_WEIGHTS_PER_HEAD && !job.scratch)) {
         rc = ATTN_ENOMEM;
         goto out;
@@ -263,6 +278,7 @@ out:
     if (job.cat != output)
         attn__free(p, job.cat);
     attn__free(p, job.status);
+    attn__free(p, job.inv);
     attn__free(p, job.scratch);
     return rc;
 }

@@ -28,10 +28,14 @@ const float *attn__memory(const attn_params *p);
 
 /* Row softmax over s[0..len) in place, with keys at and beyond `visible`
  * masked (causal) and keys whose pad[j] is nonzero masked (pad may be NULL).
- * Masked entries become exactly 0; a row with no visible key becomes all 0
- * and the call returns 1. Returns -1 when the row holds +inf or NaN scores
- * (finite inputs whose products overflowed), 0 otherwise. */
+ * Masked entries become exactly 0. With normalize 0 the row is left as
+ * exp(s - max), and *inv_sum (always set) is what normalises it: callers
+ * that only need A V scale the d_v outputs instead of the m weights.
+ * A row with no visible key becomes all 0, *inv_sum 0, and the call returns
+ * 1. Returns -1 when the row holds +inf or NaN scores (finite inputs whose
+ * products overflowed), 0 otherwise. */
 int attn__softmax_row(float *s, size_t len, size_t visible,
-                      const unsigned char *pad);
+                      const unsigned char *pad, int normalize,
+                      float *inv_sum);
 
 #endif
