@@ -28,10 +28,12 @@ def read_c_csv(path):
     meta, rows = {}, []
     with open(path) as f:
         lines = f.read().splitlines()
-    for kv in lines[0].lstrip("# ").split():
-        k, v = kv.split("=", 1)
-        meta[k] = v
-    for r in csv.DictReader(lines[1:]):
+    for line in lines:
+        if line.startswith("#"):
+            for kv in line.lstrip("# ").split():
+                k, v = kv.split("=", 1)
+                meta[k] = v
+    for r in csv.DictReader(l for l in lines if not l.startswith("#")):
         rows.append(r)
     return meta, rows
 
@@ -74,10 +76,15 @@ def main():
         print("bench-lib: bench_lib failed (exit %d)" % rc)
         return 1
     meta, crows = read_c_csv(c_csv)
-    peak = float(meta["sgemm_peak_gflops"])
+    # The higher of the two readings (before and after the runs) is the
+    # machine's peak; a shared machine only ever lowers a reading.
+    peak = max(float(meta["sgemm_peak_gflops"]),
+               float(meta.get("sgemm_peak_end_gflops", 0)))
 
     shapes = []
     for r in crows:
+        if r["status"] == "skipped":
+            continue
         key = (int(r["n"]), int(r["d_model"]), int(r["heads"]), r["mode"])
         if key not in shapes:
             shapes.append(key)
