@@ -1,0 +1,438 @@
+/* codec_json.c: a strict RFC 8259 reader over the request body: whitespace,
+ * strings (escapes and UTF-8 validated), numbers (grammar checked here, value
+ * by fast_float), literals, skipping any value. Syntax errors say line and
+ * column. The codec parses the request with it instead of jansson because a
+ * jansson tree of millions of numbers costs more than the attention itself
+ * (figures in tests/service/bench_codec.c). */
+#include "codec_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void codec_json_ws(codec_reader *r)
+{
+    const char *p = r->p, *end = r->end;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    r->p = p;
+}
+
+void codec_json_syntax(const codec_reader *r, codec_error *err,
+                       const char *what)
+{
+    size_t line = 1, col = 1;
+    const char *q;
+
+    /* Counted only on failure, so the fast path tracks no positions. */
+    for (q = r->start; q < r->p && q < r->end; q++) {
+        if (*q == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)*q & 0xC0) != 0x80) {
+            col++; /* columns count characters, not UTF-8 bytes */
+        }
+    }
+    codec_error_set(err, ERRORS_INVALID_JSON, NULL,
+                    "invalid JSON: %s at line %zu, column %zu (byte %zu)",
+                    what, line, col, (size_t)(r->p - r->start));
+}
+
+static int codec__hex(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Reads 4 hex digits at p (p + 4 <= end checked by the caller). */
+static long codec__hex4(const char *p)
+{
+    long v = 0;
+    int i, d;
+    for (i = 0; i < 4; i++) {
+        d = codec__hex((unsigned char)p[i]);
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* Length of the valid UTF-8 sequence at p (a non-ASCII lead byte), or 0. */
+static size_t codec__utf8_len(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = p[0];
+    size_t n, i;
+    unsigned cp;
+
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if ((size_t)(end - p) < n)
+        return 0;
+    for (i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    /* overlong forms, UTF-16 surrogates, beyond U+10FFFF */
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+        return 0;
+    return n;
+}
+
+int codec_json_string(codec_reader *r, const char **s, size_t *len,
+                      int *escaped, codec_error *err)
+{
+    const unsigned char *p = (const unsigned char *)r->p + 1;
+    const unsigned char *end = (const unsigned char *)r->end;
+    const unsigned char *begin = p;
+    int esc = 0;
+
+    for (;;) {
+        if (p >= end) {
+            r->p = (const char *)p;
+            codec_json_syntax(r, err, "unterminated string");
+            return -1;
+        }
+        if (*p == '"')
+            break;
+        if (*p < 0x20) {
+            r->p = (const char *)p;
+            codec_json_syntax(r, err, "control character in a string");
+            return -1;
+        }
+        if (*p == '\\') {
+            esc = 1;
+            if (p + 1 >= end) {
+                r->p = (const char *)p;
+                codec_json_syntax(r, err, "unterminated string");
+                return -1;
+            }
+            switch (p[1]) {
+            case '"': case '\\': case '/': case 'b': case 'f': case 'n':
+            case 'r': case 't':
+                p += 2;
+                continue;
+            case 'u': {
+                long u;
+                if (end - p < 6 || (u = codec__hex4((const char *)p + 2)) < 0) {
+                    r->p = (const char *)p;
+                    codec_json_syntax(r, err, "invalid \\u escape");
+                    return -1;
+                }
+                if (u >= 0xDC00 && u <= 0xDFFF) {
+                    r->p = (const char *)p;
+                    codec_json_syntax(r, err, "lone UTF-16 low surrogate");
+                    return -1;
+                }
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    long lo = -1;
+                    if (end - p >= 12 && p[6] == '\\' && p[7] == 'u')
+                        lo = codec__hex4((const char *)p + 8);
+                    if (lo < 0xDC00 || lo > 0xDFFF) {
+                        r->p = (const char *)p;
+                        codec_json_syntax(r, err,
+                                          "UTF-16 high surrogate without "
+                                          "its low surrogate");
+                        return -1;
+                    }
+                    p += 12;
+                } else {
+                    p += 6;
+                }
+                continue;
+            }
+            default:
+                r->p = (const char *)p;
+                codec_json_syntax(r, err, "invalid escape in a string");
+                return -1;
+            }
+        }
+        if (*p >= 0x80) {
+            size_t n = codec__utf8_len(p, end);
+            if (n == 0) {
+                r->p = (const char *)p;
+                codec_json_syntax(r, err, "invalid UTF-8 in a string");
+                return -1;
+            }
+            p += n;
+            continue;
+        }
+        p++;
+    }
+    *s = (const char *)begin;
+    *len = (size_t)(p - begin);
+    *escaped = esc;
+    r->p = (const char *)p + 1;
+    return 0;
+}
+
+static size_t codec__put_utf8(char *o, unsigned long cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+char *codec_json_unescape(const char *s, size_t len, size_t *out_len)
+{
+    /* decoding never lengthens: \uXXXX (6) gives at most 3 bytes */
+    char *o = malloc(len + 1);
+    size_t i = 0, n = 0;
+
+    if (o == NULL)
+        return NULL;
+    while (i < len) {
+        if (s[i] != '\\') {
+            o[n++] = s[i++];
+            continue;
+        }
+        switch (s[i + 1]) {
+        case 'b': o[n++] = '\b'; i += 2; break;
+        case 'f': o[n++] = '\f'; i += 2; break;
+        case 'n': o[n++] = '\n'; i += 2; break;
+        case 'r': o[n++] = '\r'; i += 2; break;
+        case 't': o[n++] = '\t'; i += 2; break;
+        case 'u': {
+            unsigned long cp = (unsigned long)codec__hex4(s + i + 2);
+            i += 6;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned long lo = (unsigned long)codec__hex4(s + i + 2);
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                i += 6;
+            }
+            n += codec__put_utf8(o + n, cp);
+            break;
+        }
+        default: /* '"', '\\', '/' */
+            o[n++] = s[i + 1];
+            i += 2;
+            break;
+        }
+    }
+    o[n] = '\0';
+    if (out_len != NULL)
+        *out_len = n;
+    return o;
+}
+
+/* Scans the RFC 8259 number grammar at r->p; on success *e is its end. */
+static int codec__scan_number(codec_reader *r, const char **e,
+                              codec_error *err)
+{
+    const char *p = r->p, *end = r->end;
+
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end || *p < '0' || *p > '9')
+        goto bad;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9')
+            goto bad;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || *p < '0' || *p > '9')
+            goto bad;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    *e = p;
+    return 0;
+bad:
+    {
+        codec_reader at = *r;
+        at.p = p;
+        codec_json_syntax(&at, err, "invalid number");
+    }
+    return -1;
+}
+
+int codec_json_number(codec_reader *r, float *out, int *finite,
+                      codec_error *err)
+{
+    const char *e;
+    float v;
+
+    if (codec__scan_number(r, &e, err) != 0)
+        return -1;
+    /* fast_float rejects a leading '+' only; the grammar was checked above */
+    if (codec_num_parse_f32(r->p, e, &v) != 0) {
+        codec_json_syntax(r, err, "invalid number");
+        return -1;
+    }
+    *out = v;
+    *finite = isfinite(v);
+    r->p = e;
+    return 0;
+}
+
+int codec_json_number_d(codec_reader *r, double *out, codec_error *err)
+{
+    const char *e;
+
+    if (codec__scan_number(r, &e, err) != 0)
+        return -1;
+    if (codec_num_parse_f64(r->p, e, out) != 0) {
+        codec_json_syntax(r, err, "invalid number");
+        return -1;
+    }
+    r->p = e;
+    return 0;
+}
+
+int codec_json_literal(codec_reader *r, const char *lit, codec_error *err)
+{
+    size_t n = strlen(lit);
+
+    if ((size_t)(r->end - r->p) < n || memcmp(r->p, lit, n) != 0) {
+        codec_json_syntax(r, err, "invalid literal");
+        return -1;
+    }
+    r->p += n;
+    return 0;
+}
+
+const char *codec_json_kind(const codec_reader *r)
+{
+    if (r->p >= r->end)
+        return "nothing";
+    switch (*r->p) {
+    case '{': return "an object";
+    case '[': return "an array";
+    case '"': return "a string";
+    case 't':
+    case 'f': return "a boolean";
+    case 'n': return "null";
+    default:
+        return (*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))
+                   ? "a number" : "an invalid token";
+    }
+}
+
+int codec_json_skip(codec_reader *r, codec_error *err)
+{
+    const char *s;
+    size_t len;
+    int esc;
+
+    codec_json_ws(r);
+    if (r->p >= r->end) {
+        codec_json_syntax(r, err, "unexpected end of input, expected a value");
+        return -1;
+    }
+    switch (*r->p) {
+    case '"':
+        return codec_json_string(r, &s, &len, &esc, err);
+    case 't':
+        return codec_json_literal(r, "true", err);
+    case 'f':
+        return codec_json_literal(r, "false", err);
+    case 'n':
+        return codec_json_literal(r, "null", err);
+    case '[':
+    case '{': {
+        char close = *r->p == '[' ? ']' : '}';
+        int first = 1;
+        if (++r->depth > CODEC_MAX_DEPTH) {
+            codec_json_syntax(r, err, "nesting deeper than 512 levels");
+            return -1;
+        }
+        r->p++;
+        for (;;) {
+            codec_json_ws(r);
+            if (r->p < r->end && *r->p == close && first) {
+                r->p++;
+                break;
+            }
+            if (close == '}') {
+                codec_json_ws(r);
+                if (r->p >= r->end || *r->p != '"') {
+                    codec_json_syntax(r, err, "expected a string key");
+                    return -1;
+                }
+                if (codec_json_string(r, &s, &len, &esc, err) != 0)
+                    return -1;
+                codec_json_ws(r);
+                if (r->p >= r->end || *r->p != ':') {
+                    codec_json_syntax(r, err, "expected ':'");
+                    return -1;
+                }
+                r->p++;
+            }
+            if (codec_json_skip(r, err) != 0)
+                return -1;
+            first = 0;
+            codec_json_ws(r);
+            if (r->p < r->end && *r->p == ',') {
+                r->p++;
+                continue;
+            }
+            if (r->p < r->end && *r->p == close) {
+                r->p++;
+                break;
+            }
+            codec_json_syntax(r, err, close == ']' ? "expected ',' or ']'"
+                                                    : "expected ',' or '}'");
+            return -1;
+        }
+        r->depth--;
+        return 0;
+    }
+    default:
+        if (*r->p == '-' || (*r->p >= '0' && *r->p <= '9')) {
+            const char *e;
+            if (codec__scan_number(r, &e, err) != 0)
+                return -1;
+            r->p = e;
+            return 0;
+        }
+        codec_json_syntax(r, err, "unexpected character, expected a value");
+        return -1;
+    }
+}

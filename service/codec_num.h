@@ -1,0 +1,34 @@
+/* codec_num.h: float32 <-> shortest decimal text for the codec. The
+ * conversions are Debian's dragonbox (shortest round-trip digits) and
+ * fast_float (correctly rounded parsing), reached through one C++ shim,
+ * codec_num_cc.cc; the text layout is C, in codec_num.c. */
+#ifndef ATTND_CODEC_NUM_H
+#define ATTND_CODEC_NUM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest text codec_num_format writes, without a NUL. */
+#define CODEC_NUM_MAX 16
+
+/* Writes the shortest decimal that reads back (strtof) to the same float32;
+ * "null" for a non-finite value (never produced by codec_run). No NUL.
+ * Returns the length, at most CODEC_NUM_MAX. */
+size_t codec_num_format(float v, char *buf);
+
+/* The C++ shim (codec_num_cc.cc): Debian's dragonbox and fast_float. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Shortest decimal significand and exponent of a finite, nonzero |v|:
+ * |v| == *sig * 10^*exp, read back exactly. */
+void codec_num_shortest(float v, uint32_t *sig, int *exp);
+/* Nearest float32 / double to the decimal text [first, last), which must be a
+ * valid JSON number. Returns 0, or -1 when the text is not all consumed. */
+int codec_num_parse_f32(const char *first, const char *last, float *out);
+int codec_num_parse_f64(const char *first, const char *last, double *out);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

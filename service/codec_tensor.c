@@ -1,0 +1,596 @@
+/* codec_tensor.c: the request's matrices, vectors and masks, parsed straight
+ * from the body into packed row-major buffers (nested JSON arrays, or base64
+ * tensor objects {"dtype","shape","data"}), with a JSON Pointer to the first
+ * offending element; and the base64 encoder the response writer uses. */
+#include "codec_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* State of one nested-array parse. */
+typedef struct codec__nest {
+    codec_reader *r;
+    const char *ptr;
+    const char *shape_doc;
+    codec_leaf leaf;
+    int rank;
+    size_t shape[4];    /* 0 until the first array at that level closes */
+    size_t idx[4];      /* index of the element being parsed, per level */
+    unsigned char *buf; /* packed leaves */
+    size_t count, cap;  /* in leaves */
+    codec_error *err;
+} codec__nest;
+
+/* Writes ptr + "/i0/i1/.../i(levels-1)" of the current indices. */
+static void codec__path(const codec__nest *s, int levels, char *out,
+                        size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "%s", s->ptr);
+    int l;
+    for (l = 0; l < levels && n < cap; l++)
+        n += (size_t)snprintf(out + n, cap - n, "/%zu", s->idx[l]);
+}
+
+static void codec__oom(codec_error *err)
+{
+    codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
+                    "out of memory while parsing the request");
+}
+
+static int codec__grow(codec__nest *s)
+{
+    size_t elem = s->leaf == CODEC_LEAF_F32 ? sizeof(float) : 1;
+    size_t cap = s->cap ? s->cap * 2 : 1024;
+    unsigned char *b;
+
+    /* the buffer never outgrows the body (a leaf takes >= 2 bytes of JSON),
+     * so the doubling cannot overflow before realloc fails */
+    if (cap > SIZE_MAX / elem || (b = realloc(s->buf, cap * elem)) == NULL) {
+        codec__oom(s->err);
+        return -1;
+    }
+    s->buf = b;
+    s->cap = cap;
+    return 0;
+}
+
+static int codec__leaf(codec__nest *s, int level)
+{
+    codec_reader *r = s->r;
+    char path[256];
+
+    if (s->leaf == CODEC_LEAF_F32) {
+        float v;
+        int finite;
+        if (r->p < r->end && (*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
+            if (codec_json_number(r, &v, &finite, s->err) != 0)
+                return -1;
+            if (!finite) {
+                codec__path(s, level + 1, path, sizeof path);
+                codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
+                                "%s: expected a number that is finite in "
+                                "float32 (|v| <= 3.4028235e38), found one "
+                                "out of range", path);
+                return -1;
+            }
+            if (s->count == s->cap && codec__grow(s) != 0)
+                return -1;
+            memcpy(s->buf + s->count * sizeof(float), &v, sizeof v);
+            s->count++;
+            return 0;
+        }
+    } else if (r->p < r->end && (*r->p == 't' || *r->p == 'f')) {
+        int t = *r->p == 't';
+        if (codec_json_literal(r, t ? "true" : "false", s->err) != 0)
+            return -1;
+        if (s->count == s->cap && codec__grow(s) != 0)
+            return -1;
+        s->buf[s->count++] = (unsigned char)t;
+        return 0;
+    }
+    codec__path(s, level + 1, path, sizeof path);
+    codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
+                    "%s: expected %s, found %s", path,
+                    s->leaf == CODEC_LEAF_F32 ? "a number" : "a boolean",
+                    codec_json_kind(r));
+    return -1;
+}
+
+/* Parses the array at r->p, which sits at depth `level` (0: the field). */
+static int codec__level(codec__nest *s, int level)
+{
+    codec_reader *r = s->r;
+    size_t n = 0;
+    char path[256], first[256];
+
+    r->p++; /* '[' */
+    codec_json_ws(r);
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+    } else {
+        for (;;) {
+            s->idx[level] = n;
+            if (s->shape[level] != 0 && n == s->shape[level]) {
+                codec__path(s, level, path, sizeof path);
+                codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
+                                "ragged array: %s has more than %zu values, "
+                                "expected %zu like the first one",
+                                path, s->shape[level], s->shape[level]);
+                return -1;
+            }
+            if (level + 1 == s->rank) {
+                if (codec__leaf(s, level) != 0)
+                    return -1;
+            } else if (r->p < r->end && *r->p == '[') {
+                if (codec__level(s, level + 1) != 0)
+                    return -1;
+            } else {
+                codec__path(s, level + 1, path, sizeof path);
+                codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
+                                "%s: expected an array (%s), found %s", path,
+                                s->shape_doc, codec_json_kind(r));
+                return -1;
+            }
+            n++;
+            codec_json_ws(r);
+            if (r->p < r->end && *r->p == ',') {
+                r->p++;
+                codec_json_ws(r);
+                continue;
+            }
+            if (r->p < r->end && *r->p == ']') {
+                r->p++;
+                break;
+            }
+            codec_json_syntax(r, s->err, "expected ',' or ']'");
+            return -1;
+        }
+    }
+    if (s->shape[level] == 0) {
+        if (n == 0) {
+            codec__path(s, level, path, sizeof path);
+            codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
+                            "%s: empty array; every dimension of %s must be "
+                            "at least 1", path, s->shape_doc);
+            return -1;
+        }
+        s->shape[level] = n;
+    } else if (n != s->shape[level]) {
+        size_t keep = s->idx[level - 1];
+        codec__path(s, level, path, sizeof path);
+        s->idx[level - 1] = 0;
+        codec__path(s, level, first, sizeof first);
+        s->idx[level - 1] = keep;
+        codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
+                        "ragged array: %s has %zu values, expected %zu like %s",
+                        path, n, s->shape[level], first);
+        return -1;
+    }
+    return 0;
+}
+
+static int codec__nested(codec_reader *r, const char *ptr,
+                         const char *shape_doc, codec_leaf leaf, int min_rank,
+                         int max_rank, codec_array *a, codec_error *err)
+{
+    codec__nest s;
+    codec_reader peek = *r;
+    int depth = 0, l;
+
+    memset(&s, 0, sizeof s);
+    /* the rank is the depth of the first leaf: [[[1 ... is rank 3 */
+    while (peek.p < peek.end && *peek.p == '[' && depth <= max_rank) {
+        depth++;
+        peek.p++;
+        codec_json_ws(&peek);
+    }
+    if (depth > max_rank) {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: expected %s, found an array nested more than %d "
+                        "deep", ptr, shape_doc, max_rank);
+        return -1;
+    }
+    if (depth < min_rank) {
+        /* an empty array ends the descent early: report it as empty */
+        if (peek.p < peek.end && *peek.p == ']') {
+            depth = min_rank;
+        } else {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                            "%s: expected %s, found a rank-%d array", ptr,
+                            shape_doc, depth);
+            return -1;
+        }
+    }
+    s.r = r;
+    s.ptr = ptr;
+    s.shape_doc = shape_doc;
+    s.leaf = leaf;
+    s.rank = depth;
+    s.err = err;
+    if (codec__level(&s, 0) != 0) {
+        free(s.buf);
+        return -1;
+    }
+    a->data = s.buf;
+    a->rank = s.rank;
+    a->count = s.count;
+    a->tensor = 0;
+    for (l = 0; l < 4; l++)
+        a->shape[l] = l < s.rank ? s.shape[l] : 0;
+    return 0;
+}
+
+/* -- base64 ----------------------------------------------------------------- */
+
+static const char codec__b64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int codec__b64_val(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Byte k of the little-endian float32 stream v. */
+static unsigned codec__f32_byte(const float *v, size_t k)
+{
+    uint32_t u;
+    memcpy(&u, v + k / 4, sizeof u);
+    return (u >> (8 * (k % 4))) & 0xFFu;
+}
+
+size_t codec_base64_f32(const float *v, size_t total_bytes, size_t from,
+                        size_t to, char *out)
+{
+    size_t k, o = 0;
+
+    for (k = from; k + 3 <= to; k += 3) {
+        uint32_t t = (codec__f32_byte(v, k) << 16) |
+                     (codec__f32_byte(v, k + 1) << 8) | codec__f32_byte(v, k + 2);
+        out[o++] = codec__b64[(t >> 18) & 63];
+        out[o++] = codec__b64[(t >> 12) & 63];
+        out[o++] = codec__b64[(t >> 6) & 63];
+        out[o++] = codec__b64[t & 63];
+    }
+    if (k < to && to == total_bytes) {
+        uint32_t t = codec__f32_byte(v, k) << 16;
+        if (k + 1 < to)
+            t |= codec__f32_byte(v, k + 1) << 8;
+        out[o++] = codec__b64[(t >> 18) & 63];
+        out[o++] = codec__b64[(t >> 12) & 63];
+        out[o++] = k + 1 < to ? codec__b64[(t >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    return o;
+}
+
+/* Decodes base64 text s[0..len) into the float buffer f of `count` values,
+ * whose byte length the caller has already matched against the text. */
+static int codec__b64_decode(const char *s, size_t len, float *f, size_t count,
+                             const char *ptr, codec_error *err)
+{
+    unsigned char *bytes = (unsigned char *)f;
+    size_t i, o = 0, nbytes = count * 4;
+    char path[300];
+
+    snprintf(path, sizeof path, "%s/data", ptr);
+    for (i = 0; i < len; i += 4) {
+        int v[4], j, pads = 0;
+        for (j = 0; j < 4; j++) {
+            unsigned char c = (unsigned char)s[i + (size_t)j];
+            if (c == '=' && i + 4 == len && j >= 2 &&
+                (j == 3 || s[i + 3] == '=')) {
+                v[j] = 0;
+                pads++;
+                continue;
+            }
+            v[j] = codec__b64_val(c);
+            if (v[j] < 0) {
+                if (c >= 0x20 && c < 0x7F)
+                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                    "%s: invalid base64 character '%c' at "
+                                    "offset %zu (expected RFC 4648 standard "
+                                    "alphabet with '=' padding at the end)",
+                                    path, c, i + (size_t)j);
+                else
+                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                    "%s: invalid base64 byte 0x%02x at "
+                                    "offset %zu", path, c, i + (size_t)j);
+                return -1;
+            }
+        }
+        {
+            uint32_t t = ((uint32_t)v[0] << 18) | ((uint32_t)v[1] << 12) |
+                         ((uint32_t)v[2] << 6) | (uint32_t)v[3];
+            if ((pads == 1 && (t & 0xFF)) || (pads == 2 && (t & 0xFFFF))) {
+                codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                "%s: non-canonical base64: the bits before "
+                                "the padding must be zero", path);
+                return -1;
+            }
+            if (o < nbytes) bytes[o++] = (unsigned char)(t >> 16);
+            if (pads < 2 && o < nbytes) bytes[o++] = (unsigned char)(t >> 8);
+            if (pads < 1 && o < nbytes) bytes[o++] = (unsigned char)t;
+        }
+    }
+    /* the wire is little-endian; reorder in place on a big-endian host */
+    for (i = 0; i < count; i++) {
+        uint32_t u = (uint32_t)bytes[4 * i] | ((uint32_t)bytes[4 * i + 1] << 8) |
+                     ((uint32_t)bytes[4 * i + 2] << 16) |
+                     ((uint32_t)bytes[4 * i + 3] << 24);
+        memcpy(f + i, &u, sizeof u);
+        if (!isfinite(f[i])) {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                            "%s: value %zu (row-major) is %s; values must be "
+                            "finite float32", path, i,
+                            isnan(f[i]) ? "NaN" : "infinite");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int codec__tensor(codec_reader *r, const char *ptr,
+                         const char *shape_doc, int min_rank, int max_rank,
+                         codec_array *a, codec_error *err)
+{
+    const char *data = NULL, *key;
+    size_t data_len = 0, key_len, shape[4] = {0, 0, 0, 0}, count = 1, i;
+    int data_esc = 0, esc, have_dtype = 0, have_shape = 0, rank = 0;
+    char path[300];
+    char *unesc = NULL;
+    float *f = NULL;
+
+    r->p++; /* '{' */
+    codec_json_ws(r);
+    if (r->p < r->end && *r->p == '}') {
+        r->p++;
+    } else {
+        for (;;) {
+            codec_json_ws(r);
+            if (r->p >= r->end || *r->p != '"') {
+                codec_json_syntax(r, err, "expected a string key");
+                return -1;
+            }
+            if (codec_json_string(r, &key, &key_len, &esc, err) != 0)
+                return -1;
+            codec_json_ws(r);
+            if (r->p >= r->end || *r->p != ':') {
+                codec_json_syntax(r, err, "expected ':'");
+                return -1;
+            }
+            r->p++;
+            codec_json_ws(r);
+            if (key_len == 5 && memcmp(key, "dtype", 5) == 0) {
+                const char *v;
+                size_t vl;
+                int ve;
+                snprintf(path, sizeof path, "%s/dtype", ptr);
+                if (r->p >= r->end || *r->p != '"') {
+                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                    "%s: expected the string \"float32\", "
+                                    "found %s", path, codec_json_kind(r));
+                    return -1;
+                }
+                if (codec_json_string(r, &v, &vl, &ve, err) != 0)
+                    return -1;
+                if (ve || vl != 7 || memcmp(v, "float32", 7) != 0) {
+                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                    "%s: expected \"float32\", found \"%.*s\"",
+                                    path, (int)(vl > 32 ? 32 : vl), v);
+                    return -1;
+                }
+                have_dtype = 1;
+            } else if (key_len == 5 && memcmp(key, "shape", 5) == 0) {
+                snprintf(path, sizeof path, "%s/shape", ptr);
+                if (r->p >= r->end || *r->p != '[') {
+                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                    "%s: expected an array of dimensions, "
+                                    "found %s", path, codec_json_kind(r));
+                    return -1;
+                }
+                r->p++;
+                rank = 0;
+                codec_json_ws(r);
+                if (r->p < r->end && *r->p == ']') {
+                    r->p++;
+                } else {
+                    for (;;) {
+                        double d;
+                        codec_json_ws(r);
+                        snprintf(path, sizeof path, "%s/shape/%d", ptr, rank);
+                        if (rank == max_rank) {
+                            codec_error_set(err, ERRORS_INVALID_REQUEST,
+                                            path, "%s/shape: expected %s, "
+                                            "found more than %d dimensions",
+                                            ptr, shape_doc, max_rank);
+                            return -1;
+                        }
+                        if (r->p >= r->end ||
+                            !(*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
+                            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                            "%s: expected a positive integer, "
+                                            "found %s", path,
+                                            codec_json_kind(r));
+                            return -1;
+                        }
+                        if (codec_json_number_d(r, &d, err) != 0)
+                            return -1;
+                        if (!(d >= 1 && d <= 9007199254740992.0) ||
+                            d != floor(d)) {
+                            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                            "%s: expected a positive integer, "
+                                            "found %g", path, d);
+                            return -1;
+                        }
+                        shape[rank++] = (size_t)d;
+                        codec_json_ws(r);
+                        if (r->p < r->end && *r->p == ',') {
+                            r->p++;
+                            continue;
+                        }
+                        if (r->p < r->end && *r->p == ']') {
+                            r->p++;
+                            break;
+                        }
+                        codec_json_syntax(r, err, "expected ',' or ']'");
+                        return -1;
+                    }
+                }
+                have_shape = 1;
+            } else if (key_len == 4 && memcmp(key, "data", 4) == 0) {
+                if (r->p >= r->end || *r->p != '"') {
+                    snprintf(path, sizeof path, "%s/data", ptr);
+                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                    "%s: expected a base64 string, found %s",
+                                    path, codec_json_kind(r));
+                    return -1;
+                }
+                if (codec_json_string(r, &data, &data_len, &data_esc, err))
+                    return -1;
+            } else if (codec_json_skip(r, err) != 0) {
+                /* other keys are ignored, like unknown request fields */
+                return -1;
+            }
+            codec_json_ws(r);
+            if (r->p < r->end && *r->p == ',') {
+                r->p++;
+                continue;
+            }
+            if (r->p < r->end && *r->p == '}') {
+                r->p++;
+                break;
+            }
+            codec_json_syntax(r, err, "expected ',' or '}'");
+            return -1;
+        }
+    }
+    if (!have_dtype || !have_shape || data == NULL) {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: a tensor object needs \"dtype\", \"shape\" and "
+                        "\"data\"; \"%s\" is missing", ptr,
+                        !have_dtype ? "dtype" : !have_shape ? "shape" : "data");
+        return -1;
+    }
+    if (rank < min_rank || rank > max_rank) {
+        snprintf(path, sizeof path, "%s/shape", ptr);
+        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                        "%s: expected %s, found a shape of rank %d", path,
+                        shape_doc, rank);
+        return -1;
+    }
+    for (i = 0; i < (size_t)rank; i++) {
+        if (count > SIZE_MAX / 4 / shape[i]) {
+            snprintf(path, sizeof path, "%s/shape", ptr);
+            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                            "%s: the product of the dimensions overflows",
+                            path);
+            return -1;
+        }
+        count *= shape[i];
+    }
+    if (data_esc) {
+        /* JSON allows "\/" inside the base64 text */
+        unesc = codec_json_unescape(data, data_len, &data_len);
+        if (unesc == NULL) {
+            codec__oom(err);
+            return -1;
+        }
+        data = unesc;
+    }
+    snprintf(path, sizeof path, "%s/data", ptr);
+    if (data_len % 4 != 0) {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                        "%s: base64 text of %zu characters; expected a "
+                        "multiple of 4 (RFC 4648 with padding)", path,
+                        data_len);
+        goto fail;
+    }
+    {
+        size_t pad = 0, bytes;
+        if (data_len >= 1 && data[data_len - 1] == '=')
+            pad++;
+        if (data_len >= 2 && data[data_len - 2] == '=')
+            pad++;
+        bytes = data_len / 4 * 3 - pad;
+        if (bytes != count * 4) {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                            "%s: decodes to %zu bytes, expected 4 * %zu = "
+                            "%zu for the shape given", path, bytes, count,
+                            count * 4);
+            goto fail;
+        }
+    }
+    /* the text length was matched to count first, so this allocation is
+     * bounded by the body size */
+    f = malloc(count * sizeof(float));
+    if (f == NULL) {
+        codec__oom(err);
+        goto fail;
+    }
+    if (codec__b64_decode(data, data_len, f, count, ptr, err) != 0)
+        goto fail;
+    free(unesc);
+    a->data = f;
+    a->rank = rank;
+    a->count = count;
+    a->tensor = 1;
+    for (i = 0; i < 4; i++)
+        a->shape[i] = shape[i];
+    return 0;
+fail:
+    free(unesc);
+    free(f);
+    return -1;
+}
+
+int codec_array_parse(codec_reader *r, const char *ptr, const char *shape_doc,
+                      codec_leaf leaf, int min_rank, int max_rank,
+                      codec_array *a, codec_error *err)
+{
+    memset(a, 0, sizeof *a);
+    codec_json_ws(r);
+    if (r->p < r->end && *r->p == '[')
+        return codec__nested(r, ptr, shape_doc, leaf, min_rank, max_rank, a,
+                             err);
+    if (r->p < r->end && *r->p == '{' && leaf == CODEC_LEAF_F32)
+        return codec__tensor(r, ptr, shape_doc, min_rank, max_rank, a, err);
+    codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                    "%s: expected %s%s, found %s", ptr, shape_doc,
+                    leaf == CODEC_LEAF_F32 ? " (nested arrays or a tensor "
+                                             "object)" : " of booleans",
+                    codec_json_kind(r));
+    return -1;
+}
+
+void codec_array_clear(codec_array *a)
+{
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+void codec_array_dim_ptr(const codec_array *a, const char *ptr, int k,
+                         char *buf, size_t cap)
+{
+    size_t n;
+    int i;
+
+    if (a->tensor) {
+        snprintf(buf, cap, "%s/shape/%d", ptr, k);
+        return;
+    }
+    n = (size_t)snprintf(buf, cap, "%s", ptr);
+    for (i = 0; i < k && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "/0");
+}
