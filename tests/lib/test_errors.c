@@ -1,0 +1,348 @@
+/* test_errors.c: every fallible entry point returns the documented status
+ * for bad shapes, missing pointers, bad scales, size products that overflow
+ * size_t and values that overflow float32; validation fails before any
+ * allocation, nothing leaks, and nothing crashes. */
+#include "test_lib.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A valid small self-attention problem the cases below break one way each:
+ * B = 1, n = m = 3, d_model = 4, h = g = 2, d_k = d_v = 2, d_out = 4. */
+static const tl_spec errors_base = {
+    "errors_base", { 1, 3, 3, 4, 4, 2, 2, 2, 2, 4 }, false, false, 0,
+    ATTN_MASK_NONE, TL_PAD_NONE, 0, 0
+};
+
+/* Output buffers far larger than the base problem needs; an oversized
+ * dimension must be rejected before anything is written. */
+static float errors_out[4096];
+static float errors_w[4096];
+
+/* Every entry point on p returns want; the forward calls allocate nothing
+ * when want is a validation status, and leak nothing in any case. */
+static void errors_expect(const char *what, const attn_params *p, int want)
+{
+    tl_forward_fn fns[] = { attn_forward, attn_forward_ref };
+    size_t out_elems = 0, w_elems = 0;
+    uint64_t count = 0;
+    int st;
+
+    st = attn_check(p);
+    ck_assert_msg(st == want, "%s: attn_check returned %d, expected %d", what,
+                  st, want);
+    st = attn_output_sizes(p, &out_elems, &w_elems);
+    ck_assert_msg(st == want, "%s: attn_output_sizes returned %d, expected %d",
+                  what, st, want);
+    st = attn_param_count(p, &count);
+    ck_assert_msg(st == want, "%s: attn_param_count returned %d, expected %d",
+                  what, st, want);
+    st = attn_flops(p, &count);
+    ck_assert_msg(st == want, "%s: attn_flops returned %d, expected %d", what,
+                  st, want);
+
+    for (size_t k = 0; k < 2; k++) {
+        attn_params q = *p;
+        tl_alloc a;
+
+        tl_alloc_init(&a, 0);
+        q.allocator = &a.iface;
+        st = fns[k](&q, errors_out,
+                    q.weights == ATTN_WEIGHTS_NONE ? NULL : errors_w);
+        ck_assert_msg(st == want, "%s: %s returned %d (%s), expected %d", what,
+                      k ? "attn_forward_ref" : "attn_forward", st,
+                      attn_strerror(st), want);
+        ck_assert_msg(a.calls == 0, "%s: %s allocated %zu blocks before "
+                      "rejecting the arguments", what,
+                      k ? "attn_forward_ref" : "attn_forward", a.calls);
+        ck_assert_uint_eq(a.live, 0);
+        tl_alloc_destroy(&a);
+    }
+}
+
+START_TEST(test_errors_base_is_valid)
+{
+    tl_case c;
+
+    tl_case_init(&c, &errors_base, 1);
+    ck_assert_int_eq(attn_check(&c.p), ATTN_OK);
+    ck_assert_int_eq(attn_forward(&c.p, errors_out, errors_w), ATTN_OK);
+    ck_assert_int_eq(attn_forward_ref(&c.p, errors_out, errors_w), ATTN_OK);
+    tl_case_free(&c);
+}
+END_TEST
+
+START_TEST(test_errors_shape)
+{
+    tl_case c;
+    attn_params p;
+
+    tl_case_init(&c, &errors_base, 2);
+
+    p = c.p;
+    p.dims.h = 4; /* h % g != 0 */
+    p.dims.g = 3;
+    errors_expect("h = 4, g = 3", &p, ATTN_ESHAPE);
+
+    p = c.p;
+    p.dims.g = 4; /* g > h */
+    errors_expect("h = 2, g = 4", &p, ATTN_ESHAPE);
+
+    p = c.p;
+    p.dims.d_out = 3; /* != h*d_v without W_O */
+    errors_expect("d_out = 3 != h*d_v = 4 without W_O", &p, ATTN_ESHAPE);
+
+    p = c.p;
+    p.dims.m = 4; /* self-attention (memory NULL) with m != n */
+    errors_expect("self-attention with m = 4 != n = 3", &p, ATTN_ESHAPE);
+
+    p = c.p;
+    p.dims.d_mem = 5; /* self-attention with d_mem != d_model */
+    errors_expect("self-attention with d_mem = 5 != d_model = 4", &p,
+                  ATTN_ESHAPE);
+
+    /* each dimension zero in turn */
+    {
+        size_t *dims[] = { &p.dims.B, &p.dims.n, &p.dims.m, &p.dims.d_model,
+                           &p.dims.d_mem, &p.dims.h, &p.dims.g, &p.dims.d_k,
+                           &p.dims.d_v, &p.dims.d_out };
+        const char *names[] = { "B", "n", "m", "d_model", "d_mem", "h", "g",
+                                "d_k", "d_v", "d_out" };
+        for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) {
+            char what[64];
+            p = c.p;
+            *dims[k] = 0;
+            snprintf(what, sizeof what, "%s = 0", names[k]);
+            errors_expect(what, &p, ATTN_ESHAPE);
+        }
+    }
+    tl_case_free(&c);
+}
+END_TEST
+
+START_TEST(test_errors_invalid_pointers)
+{
+    tl_case c;
+    attn_params p;
+    int st;
+
+    tl_case_init(&c, &errors_base, 3);
+
+    ck_assert_int_eq(attn_check(NULL), ATTN_EINVAL);
+    ck_assert_int_eq(attn_output_sizes(NULL, NULL, NULL), ATTN_EINVAL);
+    ck_assert_int_eq(attn_forward(NULL, errors_out, errors_w), ATTN_EINVAL);
+    ck_assert_int_eq(attn_forward_ref(NULL, errors_out, errors_w), ATTN_EINVAL);
+
+    p = c.p;
+    p.x = NULL;
+    errors_expect("x NULL", &p, ATTN_EINVAL);
+    p = c.p;
+    p.w_q = NULL;
+    errors_expect("w_q NULL", &p, ATTN_EINVAL);
+    p = c.p;
+    p.w_k = NULL;
+    errors_expect("w_k NULL", &p, ATTN_EINVAL);
+    p = c.p;
+    p.w_v = NULL;
+    errors_expect("w_v NULL", &p, ATTN_EINVAL);
+
+    /* the caller-owned outputs */
+    st = attn_forward(&c.p, NULL, errors_w);
+    ck_assert_int_eq(st, ATTN_EINVAL);
+    st = attn_forward_ref(&c.p, NULL, errors_w);
+    ck_assert_int_eq(st, ATTN_EINVAL);
+    for (int mode = ATTN_WEIGHTS_PER_HEAD; mode <= ATTN_WEIGHTS_MEAN; mode++) {
+        p = c.p;
+        p.weights = (attn_weights)mode;
+        ck_assert_int_eq(attn_forward(&p, errors_out, NULL), ATTN_EINVAL);
+        ck_assert_int_eq(attn_forward_ref(&p, errors_out, NULL), ATTN_EINVAL);
+    }
+    tl_case_free(&c);
+}
+END_TEST
+
+START_TEST(test_errors_invalid_scale_and_enums)
+{
+    tl_case c;
+    attn_params p;
+
+    tl_case_init(&c, &errors_base, 4);
+    p = c.p;
+    p.scale = -1.0f;
+    errors_expect("scale -1", &p, ATTN_EINVAL);
+    p.scale = NAN;
+    errors_expect("scale NaN", &p, ATTN_EINVAL);
+    p.scale = -INFINITY;
+    errors_expect("scale -inf", &p, ATTN_EINVAL);
+
+    p = c.p;
+    p.mask = (attn_mask)7;
+    errors_expect("mask 7", &p, ATTN_EINVAL);
+    p = c.p;
+    p.weights = (attn_weights)9;
+    errors_expect("weights mode 9", &p, ATTN_EINVAL);
+    tl_case_free(&c);
+}
+END_TEST
+
+START_TEST(test_errors_overflow)
+{
+    tl_case c;
+    attn_params p;
+
+    tl_case_init(&c, &errors_base, 5);
+
+    p = c.p; /* n * m and n * d_model overflow */
+    p.dims.n = p.dims.m = SIZE_MAX / 2;
+    errors_expect("n = m = SIZE_MAX/2", &p, ATTN_EOVERFLOW);
+
+    p = c.p; /* B * n * d_model overflows; each factor is modest */
+    p.dims.B = SIZE_MAX / 3;
+    errors_expect("B = SIZE_MAX/3", &p, ATTN_EOVERFLOW);
+
+    p = c.p; /* d_model * h * d_k overflows */
+    p.dims.d_k = SIZE_MAX / 2;
+    errors_expect("d_k = SIZE_MAX/2", &p, ATTN_EOVERFLOW);
+
+    p = c.p; /* the weights [B][h][n][m]: 2 * 2^32 * 2^32 */
+    p.dims.n = p.dims.m = (size_t)1 << 32;
+    errors_expect("n = m = 2^32 with per-head weights", &p, ATTN_EOVERFLOW);
+
+    p = c.p; /* h * d_v * d_out for W_O */
+    p.w_o = c.w_q;
+    p.dims.d_out = SIZE_MAX / 3;
+    errors_expect("d_out = SIZE_MAX/3 with W_O", &p, ATTN_EOVERFLOW);
+    tl_case_free(&c);
+}
+END_TEST
+
+/* Finite inputs whose values overflow float32 give ATTN_ERANGE, never a
+ * non-finite output reported as success, and leak nothing. Here V = x W_v is
+ * 4 * 1e30 * 1e10 = 4e40 > FLT_MAX, so every output overflows (also in the
+ * reference, which rounds its float64 output to float). */
+START_TEST(test_errors_range_output)
+{
+    tl_forward_fn fns[] = { attn_forward, attn_forward_ref };
+    attn_weights modes[] = { ATTN_WEIGHTS_PER_HEAD, ATTN_WEIGHTS_MEAN,
+                             ATTN_WEIGHTS_NONE };
+    tl_case c;
+
+    tl_case_init(&c, &errors_base, 6);
+    for (size_t i = 0; i < 3 * 4; i++)
+        c.x[i] = 1e30f;
+    for (size_t i = 0; i < 4 * 2 * 2; i++)
+        c.w_v[i] = 1e10f;
+    for (size_t k = 0; k < 2; k++)
+        for (size_t m = 0; m < 3; m++) {
+            attn_params p = c.p;
+            tl_alloc a;
+            int st;
+            tl_alloc_init(&a, 0);
+            p.allocator = &a.iface;
+            p.weights = modes[m];
+            st = fns[k](&p, errors_out,
+                        modes[m] == ATTN_WEIGHTS_NONE ? NULL : errors_w);
+            ck_assert_msg(st == ATTN_ERANGE, "%s, weights mode %d: returned "
+                          "%d (%s), expected ATTN_ERANGE",
+                          k ? "attn_forward_ref" : "attn_forward",
+                          (int)modes[m], st, attn_strerror(st));
+            ck_assert_uint_eq(a.live, 0);
+            tl_alloc_destroy(&a);
+        }
+    tl_case_free(&c);
+}
+END_TEST
+
+/* Scores that overflow float32 (q . k = +-1.6e61 with x = 1e30, W_q = 1,
+ * W_k = +-1) while the output would be finite. Every token is identical, so
+ * the exact weights are uniform (1/3), which the float64 reference gets.
+ * attn_forward may report ATTN_ERANGE; if it reports success, its result
+ * must be the reference's: a row of -inf scores is not a masked row. */
+START_TEST(test_errors_range_scores)
+{
+    attn_weights modes[] = { ATTN_WEIGHTS_PER_HEAD, ATTN_WEIGHTS_MEAN,
+                             ATTN_WEIGHTS_NONE };
+    tl_case c;
+
+    tl_case_init(&c, &errors_base, 7);
+    for (size_t i = 0; i < 3 * 4; i++)
+        c.x[i] = 1e30f;
+    for (size_t i = 0; i < 4 * 2 * 2; i++)
+        c.w_q[i] = 1.0f;
+    for (int sign = -1; sign <= 1; sign += 2) {
+        for (size_t i = 0; i < 4 * 2 * 2; i++)
+            c.w_k[i] = (float)sign;
+        for (size_t m = 0; m < 3; m++) {
+            float *w_ref = NULL, *out_ref, *out, *w = NULL;
+            attn_params p = c.p;
+            int st;
+            char what[96];
+
+            p.weights = modes[m];
+            out_ref = tl_run(attn_forward_ref, &p, modes[m], &w_ref);
+            out = malloc(tl_output_elems(&p) * sizeof *out);
+            ck_assert_ptr_nonnull(out);
+            if (modes[m] != ATTN_WEIGHTS_NONE) {
+                w = malloc(tl_weights_elems(&p, modes[m]) * sizeof *w);
+                ck_assert_ptr_nonnull(w);
+            }
+            st = attn_forward(&p, out, w);
+            snprintf(what, sizeof what, "scores %cinf, weights mode %d",
+                     sign < 0 ? '-' : '+', (int)modes[m]);
+            ck_assert_msg(st == ATTN_OK || st == ATTN_ERANGE,
+                          "%s: returned %d", what, st);
+            if (st == ATTN_OK) {
+                tl_assert_close_f(what, out, out_ref, tl_output_elems(&p));
+                if (w != NULL)
+                    tl_assert_close_f(what, w, w_ref,
+                                      tl_weights_elems(&p, modes[m]));
+            }
+            free(out_ref);
+            free(w_ref);
+            free(out);
+            free(w);
+        }
+    }
+    tl_case_free(&c);
+}
+END_TEST
+
+START_TEST(test_errors_strerror)
+{
+    int codes[] = { ATTN_OK, ATTN_EINVAL, ATTN_ESHAPE, ATTN_EOVERFLOW,
+                    ATTN_ENOMEM, ATTN_ERANGE };
+    size_t n = sizeof codes / sizeof codes[0];
+
+    for (size_t i = 0; i < n; i++) {
+        const char *msg = attn_strerror(codes[i]);
+        ck_assert_ptr_nonnull(msg);
+        ck_assert_msg(strlen(msg) > 0 && strcmp(msg, "unknown status") != 0,
+                      "status %d has no message", codes[i]);
+        for (size_t j = 0; j < i; j++)
+            ck_assert_str_ne(msg, attn_strerror(codes[j]));
+    }
+    ck_assert_str_eq(attn_strerror(ATTN_OK), "success");
+    ck_assert_str_eq(attn_strerror(1), "unknown status");
+    ck_assert_str_eq(attn_strerror(-1000), "unknown status");
+}
+END_TEST
+
+Suite *tl_suite_errors(void)
+{
+    Suite *s = suite_create("errors");
+    TCase *tc = tcase_create("errors");
+
+    tcase_add_test(tc, test_errors_base_is_valid);
+    tcase_add_test(tc, test_errors_shape);
+    tcase_add_test(tc, test_errors_invalid_pointers);
+    tcase_add_test(tc, test_errors_invalid_scale_and_enums);
+    tcase_add_test(tc, test_errors_overflow);
+    tcase_add_test(tc, test_errors_range_output);
+    tcase_add_test(tc, test_errors_range_scores);
+    tcase_add_test(tc, test_errors_strerror);
+    suite_add_tcase(s, tc);
+    return s;
+}
