@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,27 @@ static void main__sleep(double seconds)
         ;
 }
 
+/* OpenBLAS reads OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE when it loads,
+ * before main: when either is missing, set it and re-execute (same pid) so
+ * OpenBLAS starts no idle threads beside the pool and uses the fast kernels
+ * that 0.3.21 fails to pick on recent Intel CPUs. The variables being set
+ * afterwards is what ends the loop. Returns only when no re-exec happened. */
+static void main__reexec_for_blas(char **argv)
+{
+    const char *coretype = attn_blas_coretype_hint();
+    bool set_coretype = coretype && !getenv("OPENBLAS_CORETYPE");
+    bool set_threads = !getenv("OPENBLAS_NUM_THREADS");
+    if (!set_coretype && !set_threads)
+        return;
+    if (set_coretype)
+        setenv("OPENBLAS_CORETYPE", coretype, 1);
+    if (set_threads)
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    execv("/proc/self/exe", argv);
+    /* Not fatal: attn_blas_set_threads(1) still applies, at some speed. */
+    log_event("warn", "re-exec for OpenBLAS settings failed", NULL);
+}
+
 int main(int argc, char **argv)
 {
     config cfg;
@@ -93,6 +115,7 @@ int main(int argc, char **argv)
     }
     if (cfg.healthcheck)
         return main__healthcheck(&cfg);
+    main__reexec_for_blas(argv);
 
     /* Blocked before any thread starts, so every thread inherits the mask
      * and only sigwait below receives the signals. */
@@ -116,8 +139,12 @@ int main(int argc, char **argv)
     log_json_string(extra, &len, sizeof extra, cfg.host);
     len += (size_t)snprintf(extra + len, sizeof extra - len,
                             ",\"port\":%u,\"compute_threads\":%zu,"
-                            "\"blas_threads\":1,\"blas_config\":",
+                            "\"blas_threads\":1,\"blas_coretype\":",
                             (unsigned)server_port(srv), server_threads(srv));
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    log_json_string(extra, &len, sizeof extra, coretype ? coretype : "auto");
+    len += (size_t)snprintf(extra + len, sizeof extra - len,
+                            ",\"blas_config\":");
     log_json_string(extra, &len, sizeof extra, attn_blas_config());
     log_event("info", "listening", extra);
 

@@ -92,6 +92,11 @@ void metrics_request_end(metrics *m, const char *path, int status,
         m->in_flight--;
     m->bytes_in += bytes_in;
     m->bytes_out += bytes_out;
+    if (status == 0) {
+        /* No response was sent (client gone, timeout): no status to count. */
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
     metrics__observe(&m->duration, seconds);
     size_t i = 0;
     while (i < m->n_series &&

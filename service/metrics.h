@@ -12,7 +12,8 @@ metrics *metrics_new(void);
 void metrics_free(metrics *m); /* accepts NULL */
 
 /* A request started / finished. path is a label from a bounded set that the
- * server chose (a static string, kept by pointer); status the HTTP status. */
+ * server chose (a static string, kept by pointer); status the HTTP status,
+ * or 0 when no response was sent (then only the gauge and bytes move). */
 void metrics_request_begin(metrics *m);
 void metrics_request_end(metrics *m, const char *path, int status,
                          size_t bytes_in, size_t bytes_out, double seconds);

@@ -1,0 +1,170 @@
+/* test_config.c: flags, environment variables, defaults, --help and the
+ * refusal of bad values. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_service.h"
+
+/* Runs config_parse on a NULL-terminated argument list; usage and errors
+ * land in the given buffers. */
+static config_result parse(config *cfg, const char *const *args, char *out,
+                           size_t out_cap, char *err, size_t err_cap)
+{
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = (char *)"attnd";
+    for (const char *const *a = args; a && *a; a++)
+        argv[argc++] = (char *)*a;
+    argv[argc] = NULL;
+    FILE *fo = fmemopen(out, out_cap, "w");
+    FILE *fe = fmemopen(err, err_cap, "w");
+    config_result r = config_parse(cfg, argc, argv, fo, fe);
+    fclose(fo);
+    fclose(fe);
+    return r;
+}
+
+START_TEST(test_config_defaults)
+{
+    config cfg;
+    char out[64], err[512];
+    ck_assert_int_eq(parse(&cfg, NULL, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    ck_assert_str_eq(cfg.host, "0.0.0.0");
+    ck_assert_uint_eq(cfg.port, 8080);
+    ck_assert_str_eq(cfg.cors_origins, "*");
+    ck_assert(!cfg.quiet);
+    ck_assert(cfg.drain_delay_s == 0);
+    limits_config lim;
+    limits_defaults(&lim);
+    ck_assert_uint_eq(cfg.limits.max_body_bytes, lim.max_body_bytes);
+    ck_assert_uint_eq(cfg.limits.max_in_flight, lim.max_in_flight);
+}
+END_TEST
+
+START_TEST(test_config_flags_and_env)
+{
+    setenv("PORT", "9001", 1);
+    setenv("ATTND_MAX_FLOPS", "12345", 1);
+    setenv("ATTND_QUIET", "true", 1);
+    setenv("ATTND_CORS_ORIGINS", "https://a.example,https://b.example", 1);
+    config cfg;
+    char out[64], err[512];
+    ck_assert_int_eq(parse(&cfg, NULL, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    ck_assert_uint_eq(cfg.port, 9001);
+    ck_assert_uint_eq(cfg.limits.max_flops, 12345);
+    ck_assert(cfg.quiet);
+    ck_assert_str_eq(cfg.cors_origins, "https://a.example,https://b.example");
+    /* A flag wins over its variable; both spellings of values work. */
+    const char *args[] = {"--port", "9002", "--max-flops=99", "--host",
+                          "::1", "--threads", "3", "--drain-delay", "2.5",
+                          "--max-body-bytes", "1000", "--timeout=7",
+                          "--max-in-flight", "4", "--max-dim", "64",
+                          "--max-batch", "2", "--max-heads", "8",
+                          "--max-map-elems", "100", "--max-connections", "10",
+                          NULL};
+    ck_assert_int_eq(parse(&cfg, args, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    ck_assert_uint_eq(cfg.port, 9002);
+    ck_assert_uint_eq(cfg.limits.max_flops, 99);
+    ck_assert_str_eq(cfg.host, "::1");
+    ck_assert_uint_eq(cfg.threads, 3);
+    ck_assert(cfg.drain_delay_s == 2.5);
+    ck_assert_uint_eq(cfg.limits.max_body_bytes, 1000);
+    ck_assert_uint_eq(cfg.limits.timeout_s, 7);
+    ck_assert_uint_eq(cfg.limits.max_in_flight, 4);
+    ck_assert_uint_eq(cfg.limits.max_dim, 64);
+    ck_assert_uint_eq(cfg.limits.max_batch, 2);
+    ck_assert_uint_eq(cfg.limits.max_heads, 8);
+    ck_assert_uint_eq(cfg.limits.max_map_elems, 100);
+    ck_assert_uint_eq(cfg.max_connections, 10);
+    unsetenv("PORT");
+    unsetenv("ATTND_MAX_FLOPS");
+    unsetenv("ATTND_QUIET");
+    unsetenv("ATTND_CORS_ORIGINS");
+}
+END_TEST
+
+START_TEST(test_config_bad_values_refused)
+{
+    static const char *const bad[][3] = {
+        {"--port", "65536", NULL},       {"--port", "-1", NULL},
+        {"--threads", "lots", NULL},     {"--max-body-bytes", "0", NULL},
+        {"--max-flops", "1e9", NULL},    {"--host", "localhost", NULL},
+        {"--drain-delay", "-2", NULL},   {"--drain-delay", "nan", NULL},
+        {"--timeout", "0", NULL},        {"--cors-origins", "example.com", NULL},
+        {"--no-such-flag", NULL, NULL},  {"--port", NULL, NULL},
+        {"--quiet=maybe", NULL, NULL},   {"stray", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        config cfg;
+        char out[64], err[512] = "";
+        ck_assert_msg(parse(&cfg, bad[i], out, sizeof out, err, sizeof err) ==
+                          CONFIG_ERROR,
+                      "accepted %s %s", bad[i][0], bad[i][1] ? bad[i][1] : "");
+        ck_assert_msg(strstr(err, "attnd:") != NULL, "no message for %s",
+                      bad[i][0]);
+    }
+    /* The message names the option, its variable and what was found. */
+    config cfg;
+    char out[64], err[512] = "";
+    const char *args[] = {"--max-in-flight", "zero", NULL};
+    parse(&cfg, args, out, sizeof out, err, sizeof err);
+    ck_assert_ptr_nonnull(strstr(err, "--max-in-flight"));
+    ck_assert_ptr_nonnull(strstr(err, "ATTND_MAX_IN_FLIGHT"));
+    ck_assert_ptr_nonnull(strstr(err, "\"zero\""));
+    setenv("ATTND_TIMEOUT", "soon", 1);
+    ck_assert_int_eq(parse(&cfg, NULL, out, sizeof out, err, sizeof err),
+                     CONFIG_ERROR);
+    unsetenv("ATTND_TIMEOUT");
+}
+END_TEST
+
+START_TEST(test_config_help_lists_every_option)
+{
+    config cfg;
+    char out[8192] = "", err[64];
+    const char *args[] = {"--help", NULL};
+    ck_assert_int_eq(parse(&cfg, args, out, sizeof out, err, sizeof err),
+                     CONFIG_EXIT);
+    static const char *want[] = {
+        "--host", "ATTND_HOST", "--port", "PORT", "--threads", "ATTND_THREADS",
+        "--max-connections", "ATTND_MAX_CONNECTIONS", "--max-body-bytes",
+        "ATTND_MAX_BODY_BYTES", "--max-dim", "ATTND_MAX_DIM", "--max-batch",
+        "ATTND_MAX_BATCH", "--max-heads", "ATTND_MAX_HEADS", "--max-map-elems",
+        "ATTND_MAX_MAP_ELEMS", "--max-flops", "ATTND_MAX_FLOPS",
+        "--max-in-flight", "ATTND_MAX_IN_FLIGHT", "--timeout", "ATTND_TIMEOUT",
+        "--cors-origins", "ATTND_CORS_ORIGINS", "--drain-delay",
+        "ATTND_DRAIN_DELAY", "--quiet", "ATTND_QUIET", "--healthcheck",
+        "--version", "default 8080", "default 0.0.0.0"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(out, want[i]) != NULL, "--help lacks %s", want[i]);
+    const char *ver[] = {"--version", NULL};
+    ck_assert_int_eq(parse(&cfg, ver, out, sizeof out, err, sizeof err),
+                     CONFIG_EXIT);
+    ck_assert_ptr_nonnull(strstr(out, CONFIG_VERSION));
+}
+END_TEST
+
+START_TEST(test_config_usable_cores_positive)
+{
+    size_t n = config_usable_cores();
+    ck_assert_uint_ge(n, 1);
+    ck_assert_uint_le(n, 4096);
+}
+END_TEST
+
+Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *t = tcase_create("config");
+    tcase_add_test(t, test_config_defaults);
+    tcase_add_test(t, test_config_flags_and_env);
+    tcase_add_test(t, test_config_bad_values_refused);
+    tcase_add_test(t, test_config_help_lists_every_option);
+    tcase_add_test(t, test_config_usable_cores_positive);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -1,0 +1,791 @@
+/* test_http.c: the daemon in-process on 127.0.0.1 (ephemeral port), driven
+ * over real HTTP: routes and methods, errors, CORS, health, metrics, body
+ * limits, smuggling guards, the in-flight limit, a computed /attend checked
+ * against the float64 reference, and health probes while compute is busy. */
+#define _GNU_SOURCE /* strcasestr */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attn.h"
+#include "metrics.h"
+#include "test_service.h"
+
+static server *srv;
+static uint16_t port;
+
+static void setup_default(void)
+{
+    config cfg;
+    ts_config(&cfg);
+    srv = ts_start(&cfg);
+    port = server_port(srv);
+}
+
+static void teardown(void)
+{
+    server_stop(srv);
+    srv = NULL;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Polls (up to 30 s) until at least want requests are in flight. This only
+ * orders the test's steps; it asserts nothing about time. */
+static void wait_in_flight(server *s, size_t want)
+{
+    for (int i = 0; i < 3000 && metrics_in_flight(server_metrics(s)) < want;
+         i++)
+        sleep_ms(10);
+    ck_assert_uint_ge(metrics_in_flight(server_metrics(s)), want);
+}
+
+/* -- routes -------------------------------------------------------------- */
+
+START_TEST(test_http_health_routes)
+{
+    static const char *paths[] = {"/healthz", "/livez", "/readyz"};
+    for (size_t i = 0; i < 3; i++) {
+        ts_response r;
+        ts_request q = {.path = paths[i]};
+        ts_http(port, &q, &r);
+        ck_assert_int_eq(r.status, 200);
+        json_t *j = json_loads(r.body, 0, NULL);
+        ck_assert_ptr_nonnull(j);
+        ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "ok");
+        json_decref(j);
+        ts_response_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(test_http_head_has_no_body)
+{
+    ts_response r;
+    ts_request q = {.method = "HEAD", .path = "/healthz"};
+    ts_http(port, &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.len, 0);
+    char v[64];
+    ck_assert_str_eq(ts_header(&r, "Content-Length", v, sizeof v), "15");
+    ts_response_free(&r);
+}
+END_TEST
+
+START_TEST(test_http_openapi_lists_attend)
+{
+    ts_response r;
+    ts_request q = {.path = "/openapi.json"};
+    ts_http(port, &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    char type[128];
+    ck_assert_str_eq(ts_header(&r, "Content-Type", type, sizeof type),
+                     "application/json");
+    json_error_t je;
+    json_t *j = json_loads(r.body, 0, &je);
+    ck_assert_msg(j != NULL, "openapi.json line %d: %s", je.line, je.text);
+    const char *ver = json_string_value(json_object_get(j, "openapi"));
+    ck_assert_ptr_nonnull(ver);
+    ck_assert(!strncmp(ver, "3.", 2));
+    json_t *paths = json_object_get(j, "paths");
+    ck_assert(json_is_object(json_object_get(json_object_get(paths, "/attend"),
+                                             "post")));
+    static const char *gets[] = {"/healthz", "/livez", "/readyz", "/metrics",
+                                 "/openapi.json"};
+    for (size_t i = 0; i < sizeof gets / sizeof gets[0]; i++)
+        ck_assert_msg(json_is_object(json_object_get(
+                          json_object_get(paths, gets[i]), "get")),
+                      "openapi.json lacks GET %s", gets[i]);
+    json_decref(j);
+    ts_response_free(&r);
+}
+END_TEST
+
+START_TEST(test_http_dashboard_served)
+{
+    ts_response r;
+    ts_request q = {.path = "/"};
+    ts_http(port, &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    char type[128];
+    ck_assert_ptr_nonnull(ts_header(&r, "Content-Type", type, sizeof type));
+    ck_assert_msg(!strncmp(type, "text/html", 9), "type %s", type);
+    ck_assert_uint_gt(r.len, 0);
+    ts_response_free(&r);
+}
+END_TEST
+
+START_TEST(test_http_unknown_path_404)
+{
+    static const char *methods[] = {"GET", "POST", "DELETE"};
+    for (size_t i = 0; i < 3; i++) {
+        ts_response r;
+        ts_request q = {.method = methods[i], .path = "/no/such/thing"};
+        ts_http(port, &q, &r);
+        ts_assert_error(&r, 404, "not_found");
+        ts_response_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(test_http_wrong_method_405_allow)
+{
+    static const struct {
+        const char *method, *path, *allow;
+    } rows[] = {
+        {"GET", "/attend", "POST, OPTIONS"},
+        {"PUT", "/attend", "POST, OPTIONS"},
+        {"DELETE", "/attend", "POST, OPTIONS"},
+        {"POST", "/healthz", "GET, HEAD, OPTIONS"},
+        {"PUT", "/readyz", "GET, HEAD, OPTIONS"},
+        {"DELETE", "/metrics", "GET, HEAD, OPTIONS"},
+        {"POST", "/openapi.json", "GET, HEAD, OPTIONS"},
+        {"PATCH", "/livez", "GET, HEAD, OPTIONS"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        ts_response r;
+        ts_request q = {.method = rows[i].method, .path = rows[i].path};
+        ts_http(port, &q, &r);
+        ts_assert_error(&r, 405, "method_not_allowed");
+        char allow[128];
+        ck_assert_ptr_nonnull(ts_header(&r, "Allow", allow, sizeof allow));
+        ck_assert_str_eq(allow, rows[i].allow);
+        ts_response_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(test_http_attend_needs_json_415)
+{
+    static const char *bad[] = {"text/plain", "application/x-www-form-urlencoded",
+                                "application/jsonx", NULL};
+    for (size_t i = 0; i < 4; i++) {
+        ts_response r;
+        ts_request q = {.method = "POST", .path = "/attend",
+                        .content_type = bad[i], .body = "{}", .body_len = 2};
+        ts_http(port, &q, &r);
+        ts_assert_error(&r, 415, "unsupported_media_type");
+        ts_response_free(&r);
+    }
+    /* JSON types with parameters pass the media-type check and reach the
+     * codec, which answers for the (invalid) body itself. */
+    static const char *good[] = {"application/json",
+                                 "application/json; charset=utf-8",
+                                 "Application/JSON;charset=UTF-8"};
+    for (size_t i = 0; i < 3; i++) {
+        ts_response r;
+        ts_request q = {.method = "POST", .path = "/attend",
+                        .content_type = good[i], .body = "[1,", .body_len = 3};
+        ts_http(port, &q, &r);
+        ts_assert_error(&r, 400, "invalid_json");
+        ts_response_free(&r);
+    }
+}
+END_TEST
+
+/* -- CORS ---------------------------------------------------------------- */
+
+START_TEST(test_http_cors_default_any_origin)
+{
+    ts_response r;
+    ts_request q = {.path = "/healthz", .origin = "https://app.example"};
+    ts_http(port, &q, &r);
+    char v[256];
+    ck_assert_str_eq(ts_header(&r, "Access-Control-Allow-Origin", v, sizeof v),
+                     "*");
+    ts_response_free(&r);
+
+    const char *extra[] = {"Access-Control-Request-Method: POST",
+                           "Access-Control-Request-Headers: content-type",
+                           NULL};
+    ts_request pre = {.method = "OPTIONS", .path = "/attend",
+                      .origin = "https://app.example", .extra = extra};
+    ts_http(port, &pre, &r);
+    ck_assert_int_eq(r.status, 204);
+    ck_assert_uint_eq(r.len, 0);
+    ck_assert_str_eq(ts_header(&r, "Access-Control-Allow-Origin", v, sizeof v),
+                     "*");
+    ck_assert_ptr_nonnull(
+        ts_header(&r, "Access-Control-Allow-Methods", v, sizeof v));
+    ck_assert_ptr_nonnull(strstr(v, "POST"));
+    ck_assert_ptr_nonnull(
+        ts_header(&r, "Access-Control-Allow-Headers", v, sizeof v));
+    ck_assert_ptr_nonnull(strcasestr(v, "content-type"));
+    ck_assert_ptr_nonnull(ts_header(&r, "Access-Control-Max-Age", v, sizeof v));
+    ck_assert_int_gt(atoi(v), 0);
+    ts_response_free(&r);
+
+    /* Error responses carry the header too, so browsers can read them. */
+    ts_request nf = {.path = "/nope", .origin = "https://app.example"};
+    ts_http(port, &nf, &r);
+    ck_assert_int_eq(r.status, 404);
+    ck_assert_str_eq(ts_header(&r, "Access-Control-Allow-Origin", v, sizeof v),
+                     "*");
+    ts_response_free(&r);
+}
+END_TEST
+
+START_TEST(test_http_cors_configured_origins)
+{
+    config cfg;
+    ts_config(&cfg);
+    strcpy(cfg.cors_origins, "https://a.example, https://b.example:8443");
+    server *s = ts_start(&cfg);
+    uint16_t p = server_port(s);
+    char v[256];
+    ts_response r;
+
+    ts_request ok = {.path = "/readyz", .origin = "https://b.example:8443"};
+    ts_http(p, &ok, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(ts_header(&r, "Access-Control-Allow-Origin", v, sizeof v),
+                     "https://b.example:8443");
+    ck_assert_ptr_nonnull(ts_header(&r, "Vary", v, sizeof v));
+    ck_assert_ptr_nonnull(strstr(v, "Origin"));
+    ts_response_free(&r);
+
+    ts_request pre = {.method = "OPTIONS", .path = "/attend",
+                      .origin = "https://a.example"};
+    ts_http(p, &pre, &r);
+    ck_assert_int_eq(r.status, 204);
+    ck_assert_str_eq(ts_header(&r, "Access-Control-Allow-Origin", v, sizeof v),
+                     "https://a.example");
+    ts_response_free(&r);
+
+    ts_request bad = {.path = "/healthz", .origin = "https://evil.example"};
+    ts_http(p, &bad, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_null(ts_header(&r, "Access-Control-Allow-Origin", v, sizeof v));
+    ck_assert_ptr_nonnull(ts_header(&r, "Vary", v, sizeof v));
+    ts_response_free(&r);
+    server_stop(s);
+}
+END_TEST
+
+/* -- metrics ------------------------------------------------------------- */
+
+static char *get_metrics(uint16_t p)
+{
+    ts_response r;
+    ts_request q = {.path = "/metrics"};
+    ts_http(p, &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    char type[128];
+    ck_assert_ptr_nonnull(ts_header(&r, "Content-Type", type, sizeof type));
+    ck_assert_ptr_nonnull(strstr(type, "version=0.0.4"));
+    return r.body;
+}
+
+START_TEST(test_http_metrics_move)
+{
+    char *before = get_metrics(port);
+    double h0 = ts_metric(before, "attnd_http_requests_total{path=\"/healthz\",status=\"200\"}");
+    double nf0 = ts_metric(before, "attnd_http_requests_total{path=\"other\",status=\"404\"}");
+    double in0 = ts_metric(before, "attnd_http_received_bytes_total");
+    double out0 = ts_metric(before, "attnd_http_sent_bytes_total");
+    double d0 = ts_metric(before, "attnd_http_request_duration_seconds_count");
+    free(before);
+    ck_assert(in0 >= 0 && out0 >= 0 && d0 >= 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(ts_get_status(port, "/healthz"), 200);
+    ck_assert_int_eq(ts_get_status(port, "/nope-1"), 404);
+    ck_assert_int_eq(ts_get_status(port, "/nope-2"), 404);
+    ts_response r;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = "{\"x\":",
+                    .body_len = 5};
+    ts_http(port, &q, &r);
+    ck_assert_int_eq(r.status, 400);
+    ts_response_free(&r);
+
+    char *after = get_metrics(port);
+    /* Counts are exact: the test is the only client. */
+    ck_assert_double_eq(
+        ts_metric(after, "attnd_http_requests_total{path=\"/healthz\",status=\"200\"}"),
+        (h0 < 0 ? 0 : h0) + 3);
+    /* Unknown paths share one label, so scanners cannot grow the series. */
+    ck_assert_double_eq(
+        ts_metric(after, "attnd_http_requests_total{path=\"other\",status=\"404\"}"),
+        (nf0 < 0 ? 0 : nf0) + 2);
+    ck_assert_double_eq(
+        ts_metric(after, "attnd_http_requests_total{path=\"/attend\",status=\"400\"}"),
+        1);
+    ck_assert_double_eq(ts_metric(after, "attnd_http_received_bytes_total"),
+                        in0 + 5);
+    ck_assert(ts_metric(after, "attnd_http_sent_bytes_total") >= out0 + 3 * 15);
+    /* 6 requests plus the first /metrics itself finished in between. */
+    ck_assert_double_eq(
+        ts_metric(after, "attnd_http_request_duration_seconds_count"), d0 + 7);
+    ck_assert(ts_metric(after, "attnd_http_requests_in_flight") >= 1);
+    ck_assert_double_eq(
+        ts_metric(after, "attnd_build_info{version=\"" CONFIG_VERSION
+                         "\",libmicrohttpd=\"0.9.75\"}"),
+        1);
+    ck_assert(ts_metric(after, "attnd_compute_seconds_total") >= 0);
+    ck_assert_ptr_nonnull(strstr(after, "# TYPE attnd_compute_duration_seconds histogram"));
+    free(after);
+}
+END_TEST
+
+/* -- body limits and smuggling guards ------------------------------------ */
+
+static server *start_small_body(size_t max_body)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.limits.max_body_bytes = max_body;
+    return ts_start(&cfg);
+}
+
+START_TEST(test_http_content_length_over_limit_413_before_upload)
+{
+    server *s = start_small_body(1000);
+    /* Headers only: the body is never sent, so an answer proves the server
+     * decided from Content-Length alone. */
+    static const char req[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                              "Content-Type: application/json\r\n"
+                              "Content-Length: 5000\r\n\r\n";
+    char out[4096];
+    int status = ts_raw(server_port(s), req, sizeof req - 1, out, sizeof out);
+    ck_assert_msg(status == 413, "got %d: %s", status, out);
+    ck_assert_ptr_nonnull(strstr(out, "\"too_large\""));
+    ck_assert_ptr_nonnull(strstr(out, "max_body_bytes"));
+    /* Through libcurl too, body attached. */
+    char *big = malloc(5000);
+    memset(big, ' ', 5000);
+    ts_response r;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = big,
+                    .body_len = 5000};
+    ts_http(server_port(s), &q, &r);
+    ts_assert_error(&r, 413, "too_large");
+    ts_response_free(&r);
+    free(big);
+    ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
+    server_stop(s);
+}
+END_TEST
+
+/* A chunked upload of total bytes, in 512-byte pieces. */
+typedef struct upload {
+    size_t total, sent;
+    atomic_int gate; /* 0: hold the rest of the body; 1: send it */
+    atomic_int started;
+    size_t hold_after; /* bytes sent before waiting on gate (0: never) */
+    const char *prefix; /* sent first; the rest is spaces */
+} upload;
+
+static size_t upload_read(char *buf, size_t size, size_t n, void *arg)
+{
+    upload *u = arg;
+    atomic_store(&u->started, 1);
+    if (u->hold_after && u->sent >= u->hold_after)
+        while (!atomic_load(&u->gate))
+            sleep_ms(5);
+    size_t cap = size * n < 512 ? size * n : 512;
+    size_t left = u->total - u->sent;
+    size_t k = left < cap ? left : cap;
+    size_t plen = u->prefix ? strlen(u->prefix) : 0;
+    for (size_t i = 0; i < k; i++) {
+        size_t at = u->sent + i;
+        buf[i] = at < plen ? u->prefix[at] : ' ';
+    }
+    u->sent += k;
+    return k;
+}
+
+typedef struct chunked_call {
+    uint16_t port;
+    upload *u;
+    long status;
+    char body[4096];
+    char headers[4096];
+} chunked_call;
+
+static size_t keep_body(char *d, size_t s, size_t n, void *arg)
+{
+    char *b = arg;
+    size_t have = strlen(b), add = s * n;
+    if (have + add < 4096) {
+        memcpy(b + have, d, add);
+        b[have + add] = '\0';
+    }
+    return add;
+}
+
+static void *chunked_post(void *arg)
+{
+    chunked_call *c = arg;
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/attend", (unsigned)c->port);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, upload_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, c->u);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, c->body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, keep_body);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, c->headers);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    struct curl_slist *hl = curl_slist_append(NULL, "Transfer-Encoding: chunked");
+    hl = curl_slist_append(hl, "Content-Type: application/json");
+    hl = curl_slist_append(hl, "Expect:");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    c->status = curl_easy_perform(h) == CURLE_OK ? 0 : -1;
+    if (c->status == 0)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &c->status);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+START_TEST(test_http_chunked_over_limit_413_after_upload)
+{
+    server *s = start_small_body(1000);
+    upload u = {.total = 20000};
+    chunked_call c = {.port = server_port(s), .u = &u};
+    chunked_post(&c);
+    ck_assert_int_eq(c.status, 413);
+    ck_assert_ptr_nonnull(strstr(c.body, "\"too_large\""));
+    /* The whole body was drained, never cut off mid-upload. */
+    ck_assert_uint_eq(u.sent, u.total);
+    /* A chunked body within the limit is read in full and reaches the
+     * codec (invalid JSON here: just spaces). */
+    upload small = {.total = 900};
+    chunked_call c2 = {.port = server_port(s), .u = &small};
+    chunked_post(&c2);
+    ck_assert_int_eq(c2.status, 400);
+    ck_assert_ptr_nonnull(strstr(c2.body, "\"invalid_json\""));
+    ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
+    char *m = get_metrics(server_port(s));
+    ck_assert_double_eq(ts_metric(m, "attnd_http_received_bytes_total"),
+                        20000 + 900);
+    free(m);
+    server_stop(s);
+}
+END_TEST
+
+START_TEST(test_http_transfer_encoding_guards_400)
+{
+    static const char both[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Type: application/json\r\n"
+                               "Content-Length: 5\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\n"
+                               "0\r\n\r\n";
+    static const char gzip[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Type: application/json\r\n"
+                               "Transfer-Encoding: gzip, chunked\r\n\r\n"
+                               "0\r\n\r\n";
+    char out[4096];
+    int st = ts_raw(port, both, sizeof both - 1, out, sizeof out);
+    ck_assert_msg(st == 400, "TE+CL got %d: %s", st, out);
+    ck_assert_ptr_nonnull(strstr(out, "\"code\":\"bad_request\""));
+    st = ts_raw(port, gzip, sizeof gzip - 1, out, sizeof out);
+    ck_assert_msg(st == 400, "TE gzip got %d: %s", st, out);
+    ck_assert_ptr_nonnull(strstr(out, "\"code\":\"bad_request\""));
+    ck_assert_int_eq(ts_get_status(port, "/healthz"), 200);
+}
+END_TEST
+
+START_TEST(test_http_idle_connection_closed_by_timeout)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.limits.timeout_s = 1;
+    server *s = ts_start(&cfg);
+    /* A slowloris: an unfinished request, then silence. The server must
+     * close the connection by itself (-1), not leave it open (-2). */
+    static const char partial[] = "POST /attend HTTP/1.1\r\nHost: t\r\n";
+    char out[256];
+    int st = ts_raw(server_port(s), partial, sizeof partial - 1, out, sizeof out);
+    ck_assert_int_eq(st, -1);
+    ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
+    server_stop(s);
+}
+END_TEST
+
+/* -- in-flight limit ----------------------------------------------------- */
+
+START_TEST(test_http_in_flight_limit_503_retry_after)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.limits.max_in_flight = 1;
+    server *s = ts_start(&cfg);
+    uint16_t p = server_port(s);
+    /* One /attend holds the only slot: its body stops halfway until the
+     * gate opens. */
+    upload u = {.total = 2000, .hold_after = 512, .prefix = "["};
+    chunked_call c = {.port = p, .u = &u};
+    pthread_t t;
+    pthread_create(&t, NULL, chunked_post, &c);
+    wait_in_flight(s, 1);
+
+    ts_response r;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = "{}",
+                    .body_len = 2};
+    ts_http(p, &q, &r);
+    ts_assert_error(&r, 503, "unavailable");
+    char v[64];
+    ck_assert_ptr_nonnull(ts_header(&r, "Retry-After", v, sizeof v));
+    ck_assert_int_ge(atoi(v), 1);
+    ts_response_free(&r);
+    /* Probes are not work: they pass the full house. */
+    ck_assert_int_eq(ts_get_status(p, "/healthz"), 200);
+    ck_assert_int_eq(ts_get_status(p, "/readyz"), 200);
+
+    atomic_store(&u.gate, 1);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(c.status, 400); /* "[" and spaces: invalid JSON */
+    /* The slot is free again. */
+    ts_http(p, &q, &r);
+    ck_assert_int_ne(r.status, 503);
+    ts_response_free(&r);
+    server_stop(s);
+}
+END_TEST
+
+/* -- computing ----------------------------------------------------------- */
+
+/* Checks a nested [rows][cols] JSON array against ref within
+ * 1e-4 * (1 + |ref|), the contract's tolerance. */
+static void check_matrix(json_t *a, const float *ref, size_t rows, size_t cols)
+{
+    ck_assert_msg(json_is_array(a) && json_array_size(a) == rows,
+                  "expected %zu rows", rows);
+    for (size_t i = 0; i < rows; i++) {
+        json_t *row = json_array_get(a, i);
+        ck_assert_uint_eq(json_array_size(row), cols);
+        for (size_t j = 0; j < cols; j++) {
+            double got = json_number_value(json_array_get(row, j));
+            double want = ref[i * cols + j];
+            ck_assert_msg(fabs(got - want) <= 1e-4 * (1 + fabs(want)),
+                          "[%zu][%zu] = %.9g, reference %.9g", i, j, got, want);
+        }
+    }
+}
+
+static void reference(const ts_case *c, float *out, float *weights)
+{
+    attn_params p;
+    memset(&p, 0, sizeof p);
+    p.dims = (attn_dims){1, c->n, c->n, c->d_model, c->d_model, c->h, c->h,
+                         c->d_k, c->d_k, c->h * c->d_k};
+    p.x = c->x;
+    p.w_q = c->w_q;
+    p.w_k = c->w_k;
+    p.w_v = c->w_v;
+    p.weights = weights ? ATTN_WEIGHTS_PER_HEAD : ATTN_WEIGHTS_NONE;
+    ck_assert_int_eq(attn_forward_ref(&p, out, weights), ATTN_OK);
+}
+
+START_TEST(test_http_attend_round_trip)
+{
+    ts_case c;
+    ts_case_make(&c, 5, 8, 2, 3, NULL);
+    ts_response r;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = c.json,
+                    .body_len = c.json_len, .origin = "https://x.example"};
+    ts_http(port, &q, &r);
+    ck_assert_msg(r.status == 200, "status %ld: %s", r.status, r.body);
+    char v[128];
+    ck_assert_str_eq(ts_header(&r, "Content-Type", v, sizeof v),
+                     "application/json");
+    ck_assert_str_eq(ts_header(&r, "Access-Control-Allow-Origin", v, sizeof v),
+                     "*");
+    json_error_t je;
+    json_t *j = json_loads(r.body, 0, &je);
+    ck_assert_msg(j != NULL, "response is not JSON (%s): %.200s", je.text,
+                  r.body);
+    size_t d_out = c.h * c.d_k;
+    float out[5 * 6], weights[2 * 5 * 5];
+    reference(&c, out, weights);
+    check_matrix(json_object_get(j, "output"), out, c.n, d_out);
+    /* Per-head maps are the contract's default; check them when the codec
+     * returns them ([h][n][m]). */
+    json_t *att = json_object_get(j, "attention");
+    if (att) {
+        ck_assert_uint_eq(json_array_size(att), c.h);
+        for (size_t i = 0; i < c.h; i++)
+            check_matrix(json_array_get(att, i), weights + i * c.n * c.n, c.n,
+                         c.n);
+    }
+    json_decref(j);
+    ts_response_free(&r);
+
+    char *m = get_metrics(port);
+    ck_assert_double_eq(
+        ts_metric(m, "attnd_http_requests_total{path=\"/attend\",status=\"200\"}"), 1);
+    ck_assert_double_eq(ts_metric(m, "attnd_compute_duration_seconds_count"), 1);
+    ck_assert_double_eq(ts_metric(m, "attnd_http_received_bytes_total"),
+                        (double)c.json_len);
+    free(m);
+    ts_case_free(&c);
+}
+END_TEST
+
+/* Tasks that hold every pool worker until released. */
+typedef struct blocker {
+    atomic_size_t started;
+    atomic_int release;
+} blocker;
+
+static void block_task(void *arg, size_t i, size_t worker)
+{
+    (void)i;
+    (void)worker;
+    blocker *b = arg;
+    atomic_fetch_add(&b->started, 1);
+    while (!atomic_load(&b->release))
+        sleep_ms(2);
+}
+
+typedef struct saturate {
+    const attn_executor *exec;
+    blocker *b;
+} saturate;
+
+static void *saturate_pool(void *arg)
+{
+    saturate *s = arg;
+    s->exec->run(s->exec->ctx, s->exec->workers, block_task, s->b);
+    return NULL;
+}
+
+START_TEST(test_http_probes_answered_while_pool_saturated)
+{
+    /* Every compute thread is held by a task: probes, metrics and request
+     * errors must still be answered, since none of them needs the pool. */
+    blocker b = {0};
+    saturate s = {server_executor(srv), &b};
+    pthread_t t;
+    pthread_create(&t, NULL, saturate_pool, &s);
+    while (atomic_load(&b.started) < s.exec->workers)
+        sleep_ms(2);
+    ck_assert_int_eq(ts_get_status(port, "/healthz"), 200);
+    ck_assert_int_eq(ts_get_status(port, "/livez"), 200);
+    ck_assert_int_eq(ts_get_status(port, "/readyz"), 200);
+    ck_assert_int_eq(ts_get_status(port, "/metrics"), 200);
+    ts_response r;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = "{",
+                    .body_len = 1};
+    ts_http(port, &q, &r);
+    ts_assert_error(&r, 400, "invalid_json");
+    ts_response_free(&r);
+    /* Still held: the answers above did not wait for the pool. */
+    ck_assert_uint_eq(atomic_load(&b.started), s.exec->workers);
+    atomic_store(&b.release, 1);
+    pthread_join(t, NULL);
+}
+END_TEST
+
+typedef struct heavy_call {
+    uint16_t port;
+    const ts_case *c;
+    long status;
+} heavy_call;
+
+static void *heavy_post(void *arg)
+{
+    heavy_call *h = arg;
+    ts_response r;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = h->c->json,
+                    .body_len = h->c->json_len};
+    ts_http(h->port, &q, &r);
+    h->status = r.status;
+    ts_response_free(&r);
+    return NULL;
+}
+
+START_TEST(test_http_health_during_heavy_request)
+{
+    ts_case c;
+    ts_case_make(&c, 384, 128, 4, 32, "\"return_weights\":\"none\"");
+    heavy_call h[2] = {{port, &c, 0}, {port, &c, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, heavy_post, &h[i]);
+    wait_in_flight(srv, 1);
+    int probes = 0;
+    while (metrics_in_flight(server_metrics(srv)) > 0 && probes < 50) {
+        ck_assert_int_eq(ts_get_status(port, "/healthz"), 200);
+        probes++;
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(h[i].status, 200);
+    }
+    ck_assert_int_ge(probes, 1);
+    ts_case_free(&c);
+}
+END_TEST
+
+START_TEST(test_http_client_vanishing_mid_response)
+{
+    /* A large response whose client reads a little and leaves: only that
+     * request ends; the server keeps serving and releases its slot. */
+    ts_case c;
+    ts_case_make(&c, 256, 16, 2, 8, NULL);
+    char *req = malloc(c.json_len + 256);
+    int hl = sprintf(req, "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                          "Content-Type: application/json\r\n"
+                          "Content-Length: %zu\r\n\r\n",
+                     c.json_len);
+    memcpy(req + hl, c.json, c.json_len);
+    char out[512];
+    /* ts_raw reads only sizeof out - 1 bytes, then closes the socket. */
+    int st = ts_raw(port, req, (size_t)hl + c.json_len, out, sizeof out);
+    ck_assert_int_eq(st, 200);
+    free(req);
+    for (int i = 0; i < 3000 && metrics_in_flight(server_metrics(srv)) > 0; i++)
+        sleep_ms(10);
+    ck_assert_uint_eq(metrics_in_flight(server_metrics(srv)), 0);
+    ck_assert_int_eq(ts_get_status(port, "/healthz"), 200);
+    ts_case_free(&c);
+}
+END_TEST
+
+Suite *http_suite(void)
+{
+    Suite *s = suite_create("http");
+    TCase *t = tcase_create("http");
+    tcase_add_checked_fixture(t, setup_default, teardown);
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_http_health_routes);
+    tcase_add_test(t, test_http_head_has_no_body);
+    tcase_add_test(t, test_http_openapi_lists_attend);
+    tcase_add_test(t, test_http_dashboard_served);
+    tcase_add_test(t, test_http_unknown_path_404);
+    tcase_add_test(t, test_http_wrong_method_405_allow);
+    tcase_add_test(t, test_http_attend_needs_json_415);
+    tcase_add_test(t, test_http_cors_default_any_origin);
+    tcase_add_test(t, test_http_cors_configured_origins);
+    tcase_add_test(t, test_http_metrics_move);
+    tcase_add_test(t, test_http_content_length_over_limit_413_before_upload);
+    tcase_add_test(t, test_http_chunked_over_limit_413_after_upload);
+    tcase_add_test(t, test_http_transfer_encoding_guards_400);
+    tcase_add_test(t, test_http_idle_connection_closed_by_timeout);
+    tcase_add_test(t, test_http_in_flight_limit_503_retry_after);
+    tcase_add_test(t, test_http_attend_round_trip);
+    tcase_add_test(t, test_http_probes_answered_while_pool_saturated);
+    tcase_add_test(t, test_http_health_during_heavy_request);
+    tcase_add_test(t, test_http_client_vanishing_mid_response);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -1,0 +1,117 @@
+/* test_pool.c: the compute pool runs every task exactly once, with worker
+ * indices that concurrent tasks never share, under concurrent runs. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "pool.h"
+#include "test_service.h"
+
+#define TASKS 2000
+
+typedef struct tally {
+    atomic_int hits[TASKS];
+    atomic_int busy[8]; /* tasks running on each worker index right now */
+    atomic_int clash;   /* a worker index used by two tasks at once */
+    atomic_int bad_worker;
+    size_t workers;
+} tally;
+
+static void count_task(void *arg, size_t i, size_t worker)
+{
+    tally *t = arg;
+    if (worker >= t->workers) {
+        atomic_store(&t->bad_worker, 1);
+        return;
+    }
+    if (atomic_fetch_add(&t->busy[worker], 1) != 0)
+        atomic_store(&t->clash, 1);
+    atomic_fetch_add(&t->hits[i], 1);
+    atomic_fetch_sub(&t->busy[worker], 1);
+}
+
+typedef struct runner {
+    const attn_executor *exec;
+    tally *t;
+} runner;
+
+static void *run_one(void *arg)
+{
+    runner *r = arg;
+    r->exec->run(r->exec->ctx, TASKS, count_task, r->t);
+    return NULL;
+}
+
+START_TEST(test_pool_each_task_once_concurrent_runs)
+{
+    pool *p;
+    ck_assert_int_eq(pool_new(3, &p), 0);
+    const attn_executor *e = pool_executor(p);
+    ck_assert_uint_eq(e->workers, 3);
+    ck_assert_uint_eq(pool_workers(p), 3);
+    enum { RUNS = 4 };
+    tally *t = calloc(RUNS, sizeof *t);
+    runner r[RUNS];
+    pthread_t th[RUNS];
+    for (int k = 0; k < RUNS; k++) {
+        t[k].workers = 3;
+        r[k] = (runner){e, &t[k]};
+        pthread_create(&th[k], NULL, run_one, &r[k]);
+    }
+    for (int k = 0; k < RUNS; k++)
+        pthread_join(th[k], NULL);
+    for (int k = 0; k < RUNS; k++) {
+        for (size_t i = 0; i < TASKS; i++)
+            ck_assert_int_eq(atomic_load(&t[k].hits[i]), 1);
+        ck_assert_int_eq(atomic_load(&t[k].clash), 0);
+        ck_assert_int_eq(atomic_load(&t[k].bad_worker), 0);
+    }
+    /* Empty runs return at once. */
+    e->run(e->ctx, 0, count_task, &t[0]);
+    free(t);
+    pool_free(p);
+    pool_free(NULL);
+}
+END_TEST
+
+static void nested_task(void *arg, size_t i, size_t worker)
+{
+    (void)i;
+    (void)worker;
+    runner *r = arg;
+    r->exec->run(r->exec->ctx, 10, count_task, r->t);
+}
+
+START_TEST(test_pool_nested_run_does_not_deadlock)
+{
+    pool *p;
+    ck_assert_int_eq(pool_new(2, &p), 0);
+    tally *t = calloc(1, sizeof *t);
+    t->workers = 2;
+    runner r = {pool_executor(p), t};
+    r.exec->run(r.exec->ctx, 4, nested_task, &r);
+    for (size_t i = 0; i < 10; i++)
+        ck_assert_int_eq(atomic_load(&t->hits[i]), 4);
+    free(t);
+    pool_free(p);
+}
+END_TEST
+
+START_TEST(test_pool_zero_workers_refused)
+{
+    pool *p = (pool *)1;
+    ck_assert_int_eq(pool_new(0, &p), -1);
+    ck_assert_ptr_null(p);
+}
+END_TEST
+
+Suite *pool_suite(void)
+{
+    Suite *s = suite_create("pool");
+    TCase *t = tcase_create("pool");
+    tcase_add_test(t, test_pool_each_task_once_concurrent_runs);
+    tcase_add_test(t, test_pool_nested_run_does_not_deadlock);
+    tcase_add_test(t, test_pool_zero_workers_refused);
+    suite_add_tcase(s, t);
+    return s;
+}
