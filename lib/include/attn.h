@@ -125,6 +125,77 @@ typedef struct attn_params {
     const attn_executor *executor;   /* NULL: run on the calling thread */
 } attn_params;
 
+/* Head analysis: what each head does (Clark et al. 2019, "What Does BERT
+ * Look At?"), computed in the same pass as the weights.
+ *
+ * For batch element b and head i, over the queries r whose row has at least
+ * one visible key (fully masked rows are skipped and counted), with A the
+ * head's weights and masked keys excluded (their weight is 0):
+ *   entropy             mean of H_r = -sum_c A[r][c] ln A[r][c]  (nats)
+ *   entropy_normalized  mean of H_r / ln(visible keys of row r), over rows
+ *                       with at least two visible keys (0 if none)
+ *   confidence          mean of max_c A[r][c]
+ *   self, prev, next    mean of A[r][r], A[r][r-1], A[r][r+1] (0 where that
+ *                       key does not exist)
+ *   first               mean of A[r][0]
+ *   dominant_offset     the offset c - r with the largest mean mass
+ *                       (ties: the smallest |offset|, then the negative one)
+ *   pattern             ATTN_PATTERN_* below, by these rules in order:
+ *                       the largest of first, prev, next, self (ties in that
+ *                       order) when it is >= 0.5 names the pattern;
+ *                       otherwise entropy_normalized >= 0.75 is broad;
+ *                       otherwise focused.
+ * similarity[b][i][i2] is the mean over the same rows of the Jensen-Shannon
+ * divergence (nats, in [0, ln 2]) between the rows of heads i and i2. */
+#define ATTN_PATTERN_MAP(X)                                                   \
+    X(FIRST_TOKEN, "first_token")                                             \
+    X(PREVIOUS, "previous")                                                   \
+    X(NEXT, "next")                                                           \
+    X(SELF, "self")                                                           \
+    X(BROAD, "broad")                                                         \
+    X(FOCUSED, "focused")
+
+typedef enum attn_pattern {
+#define ATTN__PATTERN_ENUM(name, str) ATTN_PATTERN_##name,
+    ATTN_PATTERN_MAP(ATTN__PATTERN_ENUM)
+#undef ATTN__PATTERN_ENUM
+} attn_pattern;
+
+/* The pattern's name ("first_token", ...); "unknown" for anything else. */
+const char *attn_pattern_name(int pattern);
+
+/* Thresholds of the classification above. */
+#define ATTN_PATTERN_POSITIONAL_MIN 0.5
+#define ATTN_PATTERN_BROAD_MIN 0.75
+
+typedef struct attn_head_stats {
+    double entropy, entropy_normalized, confidence;
+    double self, prev, next, first;
+    long dominant_offset;
+    attn_pattern pattern;
+} attn_head_stats;
+
+/* Optional extra outputs, all caller-owned; see attn_forward_ex.
+ *   stats         nonzero: fill heads, similarity, skipped_rows
+ *   heads         [B][h]
+ *   similarity    [B][h][h]
+ *   skipped_rows  [B]: fully masked query rows
+ *   top_k         0, or k in [1, m]: instead of dense weights, the k largest
+ *                 weights of each row (descending; ties by lower index),
+ *                 per head [B][h][n][k] or of the mean [B][n][k], following
+ *                 p->weights, which must then not be ATTN_WEIGHTS_NONE
+ *   top_index     key indices, [..][k]
+ *   top_weight    their weights, [..][k] */
+typedef struct attn_extras {
+    int stats;
+    attn_head_stats *heads;
+    double *similarity;
+    size_t *skipped_rows;
+    size_t top_k;
+    uint32_t *top_index;
+    float *top_weight;
+} attn_extras;
+
 /* Validates p: dimensions non-zero, g divides h, d_out == h*d_v without W_O,
  * required pointers present, every size product representable.
  * Returns ATTN_OK, ATTN_EINVAL, ATTN_ESHAPE or ATTN_EOVERFLOW. */
@@ -156,6 +227,21 @@ int attn_flops(const attn_params *p, uint64_t *flops);
  * the same contract (float64 accumulation), which the tests trust. */
 int attn_forward(const attn_params *p, float *output, float *weights);
 int attn_forward_ref(const attn_params *p, float *output, float *weights);
+
+/* attn_forward with extras (ex may be NULL). With ex->top_k the dense
+ * weights are not materialised: weights must be NULL, memory stays
+ * O(workers * h * block * m) beyond the projections. The head figures cost
+ * O(B h n m) logarithms, and the similarity O(B h^2 n m).
+ * Returns ATTN_EINVAL for inconsistent extras (top_k > m, missing outputs,
+ * top_k with ATTN_WEIGHTS_NONE, a dense weights pointer with top_k). */
+int attn_forward_ex(const attn_params *p, float *output, float *weights,
+                    const attn_extras *ex);
+
+/* The reference for the extras: computes them in float64 from dense
+ * per-head weights [B][h][n][m] (as attn_forward_ref returns them) and the
+ * masks of p (ex->top_k must be 0). */
+int attn_analyze_ref(const attn_params *p, const float *weights,
+                     const attn_extras *ex);
 
 /* Process-wide BLAS settings (OpenBLAS keeps them globally, so these are the
  * only calls here that touch shared state; call them once at start-up).

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "attn_internal.h"
+#include "attn_analysis.h"
 
 /* Query rows per attention tile. Without returned weights a tile's scores
  * live in a per-worker [ATTN__BLOCK][m] buffer, which is all the n x m
@@ -26,7 +26,15 @@ typedef struct attn__job {
     float *cat;     /* [B*n][h*d_v]: the output itself when there is no W_O */
     float *output;  /* [B*n][d_out] */
     float *weights; /* caller's, or NULL */
-    float *scratch; /* [workers][blk][m], or NULL (per-head mode) */
+    const attn_extras *ex; /* never NULL: a zeroed one when not asked */
+    attn__acc *acc;        /* head figures' sums, when ex->stats */
+    int dense_per_head;    /* S is written straight into the weights */
+    int dense_mean;        /* the mean is accumulated into the weights */
+    int keep_heads;        /* every head's rows of a tile are kept */
+    float *scratch;        /* [workers][h or 1][blk][m], or NULL */
+    const float **hrow;    /* [workers][h]: each head's rows in the tile */
+    const float **hrow_rows; /* [workers][h]: when h > the stack's room */
+    float *meanrow;        /* [workers][m]: the mean row for top-k */
     float *inv;     /* [workers][blk]: 1 / row sum of the unnormalised rows */
     int *status;    /* [workers]: ATTN_ERANGE when a worker saw overflow */
     float scale;
@@ -88,6 +96,7 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
     const attn__job *j = arg;
     const attn_params *p = j->p;
     const attn_dims *d = j->d;
+    const attn_extras *ex = j->ex;
     size_t b = t / j->nblocks, q0 = (t % j->nblocks) * j->blk;
     size_t rows = d->n - q0 < j->blk ? d->n - q0 : j->blk;
     size_t m_eff = d->m;
@@ -96,24 +105,28 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
     const uint8_t *pad = p->key_padding ? p->key_padding + b * d->m : NULL;
     float inv_h = 1.0f / (float)d->h;
     float *inv = j->inv + worker * j->blk;
-    /* Returned per-head weights must be normalised in place; otherwise the
-     * rows stay exp(s - max) and the 1/sum goes onto the d_v outputs of
-     * A V (and the mean's accumulation), a pass over m per row saved. */
-    int normalize = p->weights == ATTN_WEIGHTS_PER_HEAD;
+    const float **hrow = j->hrow + worker * d->h;
+    /* Returned per-head weights, head figures and top-k need normalised
+     * rows; otherwise the rows stay exp(s - max) and the 1/sum goes onto
+     * the d_v outputs of A V (and the mean's accumulation), a pass over m
+     * per row saved. */
+    int normalize = j->dense_per_head || j->keep_heads;
 
     if (p->mask == ATTN_MASK_CAUSAL && q0 + rows < m_eff)
         m_eff = q0 + rows;
     for (size_t i = 0; i < d->h; i++) {
-        size_t kv = i / group, lds;
+        size_t kv = i / group, lds = m_eff;
         float *s;
 
-        if (p->weights == ATTN_WEIGHTS_PER_HEAD) {
+        if (j->dense_per_head) {
             s = j->weights + ((b * d->h + i) * d->n + q0) * d->m;
             lds = d->m;
+        } else if (j->keep_heads) {
+            s = j->scratch + (worker * d->h + i) * j->blk * d->m;
         } else {
             s = j->scratch + worker * j->blk * d->m;
-            lds = m_eff;
         }
+        hrow[i] = s;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows,
                     (int)m_eff, (int)d->d_k, j->scale,
                     j->q + (b * d->n + q0) * hdk + i * d->d_k, (int)hdk,
@@ -140,12 +153,12 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
                 for (size_t c = 0; c < d->d_v; c++)
                     o[c] *= inv[r];
             }
-        if (p->weights == ATTN_WEIGHTS_MEAN) {
+        if (j->dense_mean) {
             float *w = j->weights + (b * d->n + q0) * d->m;
             for (size_t r = 0; r < rows; r++) {
                 float *wr = w + r * d->m;
                 const float *sr = s + r * lds;
-                float f = inv_h * inv[r];
+                float f = normalize ? inv_h : inv_h * inv[r];
                 if (i == 0) {
                     for (size_t c = 0; c < m_eff; c++)
                         wr[c] = sr[c] * f;
@@ -155,6 +168,41 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
                         wr[c] += sr[c] * f;
                 }
             }
+        }
+    }
+    if (!j->keep_heads)
+        return;
+    /* every head's rows of the tile are at hand: figures and top-k */
+    for (size_t r = 0; r < rows; r++) {
+        size_t lds = j->dense_per_head ? d->m : m_eff, k = ex->top_k;
+        const float *cur[ATTN__MAX_STACK_HEADS];
+        const float **rp =
+            d->h <= ATTN__MAX_STACK_HEADS ? cur : j->hrow_rows + worker * d->h;
+
+        for (size_t i = 0; i < d->h; i++)
+            rp[i] = hrow[i] + r * lds;
+        if (ex->stats)
+            attn__acc_row(j->acc, worker, b, q0 + r, rp, m_eff,
+                          attn__visible_keys(p, b, q0 + r, NULL));
+        if (k == 0)
+            continue;
+        if (p->weights == ATTN_WEIGHTS_PER_HEAD) {
+            for (size_t i = 0; i < d->h; i++) {
+                size_t at = ((b * d->h + i) * d->n + q0 + r) * k;
+                attn__top_k(rp[i], m_eff, d->m, k, ex->top_index + at,
+                            ex->top_weight + at);
+            }
+        } else {
+            float *mean = j->meanrow + worker * d->m;
+            size_t at = (b * d->n + q0 + r) * k;
+            for (size_t c = 0; c < m_eff; c++) {
+                float acc = 0.0f;
+                for (size_t i = 0; i < d->h; i++)
+                    acc += rp[i][c];
+                mean[c] = acc * inv_h;
+            }
+            attn__top_k(mean, m_eff, d->m, k, ex->top_index + at,
+                        ex->top_weight + at);
         }
     }
 }
@@ -202,15 +250,29 @@ static size_t attn__ceil_div(size_t a, size_t b)
 
 int attn_forward(const attn_params *p, float *output, float *weights)
 {
+    return attn_forward_ex(p, output, weights, NULL);
+}
+
+int attn_forward_ex(const attn_params *p, float *output, float *weights,
+                    const attn_extras *ex)
+{
+    static const attn_extras no_extras;
     const attn_dims *d;
     attn__job job;
-    size_t workers, proj_tasks;
+    attn__acc acc;
+    size_t workers, proj_tasks, scratch_rows;
     int rc = attn_check(p);
 
     if (rc != ATTN_OK)
         return rc;
-    if (output == NULL || (p->weights != ATTN_WEIGHTS_NONE && weights == NULL))
+    if (ex == NULL)
+        ex = &no_extras;
+    if (output == NULL ||
+        (p->weights != ATTN_WEIGHTS_NONE && weights == NULL && !ex->top_k))
         return ATTN_EINVAL;
+    rc = attn__extras_check(p, weights, ex);
+    if (rc != ATTN_OK)
+        return rc;
     d = &p->dims;
     /* cblas takes int sizes; attn_check bounded the products by size_t */
     if (d->B * d->n > INT32_MAX || d->B * d->m > INT32_MAX ||
@@ -221,10 +283,15 @@ int attn_forward(const attn_params *p, float *output, float *weights)
     workers = p->executor != NULL ? p->executor->workers : 1;
 
     memset(&job, 0, sizeof(job));
+    memset(&acc, 0, sizeof(acc));
     job.p = p;
     job.d = d;
+    job.ex = ex;
     job.output = output;
     job.weights = p->weights != ATTN_WEIGHTS_NONE ? weights : NULL;
+    job.dense_per_head = p->weights == ATTN_WEIGHTS_PER_HEAD && !ex->top_k;
+    job.dense_mean = p->weights == ATTN_WEIGHTS_MEAN && !ex->top_k;
+    job.keep_heads = ex->stats || ex->top_k;
     job.scale = (float)attn__scale(p);
     job.q_rows = d->B * d->n;
     job.kv_rows = d->B * d->m;
@@ -255,12 +322,44 @@ int attn_forward(const attn_params *p, float *output, float *weights)
                   : output;
     job.status = attn__alloc(p, workers, sizeof(int));
     job.inv = attn__alloc(p, workers * job.blk, sizeof(float));
-    if (p->weights != ATTN_WEIGHTS_PER_HEAD)
-        job.scratch = attn__alloc(p, workers * job.blk, d->m * sizeof(float));
+    job.hrow = attn__alloc(p, workers * d->h, sizeof(float *));
     if (!job.q || !job.k || !job.v || !job.cat || !job.status || !job.inv ||
-        (p->weights != ATTN_WEIGHTS_PER_HEAD && !job.scratch)) {
+        !job.hrow) {
         rc = ATTN_ENOMEM;
         goto out;
+    }
+    if (!job.dense_per_head) {
+        /* workers * (h or 1) * blk rows of m scores */
+        if (attn__mul(workers * job.blk, job.keep_heads ? d->h : 1,
+                      &scratch_rows)) {
+            rc = ATTN_EOVERFLOW;
+            goto out;
+        }
+        job.scratch = attn__alloc(p, scratch_rows, d->m * sizeof(float));
+        if (!job.scratch) {
+            rc = ATTN_ENOMEM;
+            goto out;
+        }
+    }
+    if (job.keep_heads && d->h > ATTN__MAX_STACK_HEADS) {
+        job.hrow_rows = attn__alloc(p, workers * d->h, sizeof(float *));
+        if (!job.hrow_rows) {
+            rc = ATTN_ENOMEM;
+            goto out;
+        }
+    }
+    if (ex->top_k && p->weights == ATTN_WEIGHTS_MEAN) {
+        job.meanrow = attn__alloc(p, workers * d->m, sizeof(float));
+        if (!job.meanrow) {
+            rc = ATTN_ENOMEM;
+            goto out;
+        }
+    }
+    if (ex->stats) {
+        rc = attn__acc_init(&acc, p, workers);
+        if (rc != ATTN_OK)
+            goto out;
+        job.acc = &acc;
     }
     memset(job.status, 0, workers * sizeof(int));
 
@@ -271,7 +370,10 @@ int attn_forward(const attn_params *p, float *output, float *weights)
     for (size_t w = 0; w < workers; w++)
         if (job.status[w] != ATTN_OK)
             rc = job.status[w];
+    if (rc == ATTN_OK && ex->stats)
+        attn__acc_finish(&acc, ex);
 out:
+    attn__acc_free(&acc, p);
     attn__free(p, job.q);
     attn__free(p, job.k);
     attn__free(p, job.v);
@@ -279,6 +381,9 @@ out:
         attn__free(p, job.cat);
     attn__free(p, job.status);
     attn__free(p, job.inv);
+    attn__free(p, (void *)job.hrow);
+    attn__free(p, (void *)job.hrow_rows);
+    attn__free(p, job.meanrow);
     attn__free(p, job.scratch);
     return rc;
 }
