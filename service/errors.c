@@ -26,9 +26,9 @@ const char *errors_code(errors_kind kind)
     return errors__table[kind].code;
 }
 
-errors_kind errors_from_attn(int attn_status)
+errors_kind errors_from_attn(int status)
 {
-    switch (attn_status) {
+    switch (status) {
     case ATTN_EINVAL:
     case ATTN_ESHAPE:
     case ATTN_ERANGE:

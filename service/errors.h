@@ -30,6 +30,6 @@ const char *errors_code(errors_kind kind);
  * ERANGE (finite inputs whose products overflow float32) are request errors
  * (422), EOVERFLOW is too_large (413), ENOMEM is 503
  * (transient), anything else internal (500). */
-errors_kind errors_from_attn(int attn_status);
+errors_kind errors_from_attn(int status);
 
 #endif
