@@ -19,12 +19,9 @@ $(CODEC_CC_OBJ): service/codec_num_cc.cc
 	@mkdir -p $(@D)
 	$(CODEC_CXX) $(CODEC_CXXFLAGS) -c $< -o $@
 
-# codec_num.o calls the shim: making the shim its prerequisite builds the shim
-# whenever the service is built, whichever fragment links it. The shim needs
-# no libstdc++ symbols (no exceptions, RTTI or iostreams), so the C driver
-# links it; jansson is the codec's other library.
-$(BUILD)/obj/service/codec_num.o: $(CODEC_CC_OBJ)
-SERVICE_LIBS += $(CODEC_CC_OBJ) -ljansson
+# The shim needs no libstdc++ symbols (no exceptions, RTTI or iostreams), so
+# the C driver links it into the service and its tests (mk/service.mk).
+SERVICE_EXTRA_OBJS += $(CODEC_CC_OBJ)
 
 CODEC_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard service/codec*.c)) \
              $(BUILD)/obj/service/errors.o $(BUILD)/obj/service/limits.o \
@@ -34,8 +31,9 @@ CODEC_CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 CODEC_LINK_LIBS = $(BUILD)/libattn.a -ljansson \
                   $(shell pkg-config --libs openblas 2>/dev/null) -lm -lpthread
 
-# test_codec.c also builds on its own (CODEC_TEST_STANDALONE adds a main) so
-# the codec's suite runs before the service runner exists and without it.
+# test_codec.c's suite runs in mk/service.mk's runner (make test-service and
+# its ASan twin). It also builds on its own (CODEC_TEST_STANDALONE adds a
+# main) for `make test-codec`, a quicker loop that needs no HTTP parts.
 $(BUILD)/obj/tests/service/test_codec_main.o: tests/service/test_codec.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(CODEC_CHECK_CFLAGS) -DCODEC_TEST_STANDALONE \
@@ -46,12 +44,11 @@ $(BUILD)/test_codec: $(BUILD)/obj/tests/service/test_codec_main.o \
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS) \
 	  $(CODEC_CHECK_LIBS)
 
-$(BUILD)/bench_codec: $(BUILD)/obj/tests/service/bench_codec.o \
+$(BUILD)/bench_codec: $(BUILD)/obj/tests/bench/bench_codec.o \
                       $(CODEC_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS)
 
 .PHONY: test-codec bench-codec
-TEST_TARGETS += test-codec
 
 test-codec: $(BUILD)/test_codec
 	$(BUILD)/test_codec

@@ -98,12 +98,36 @@ static int codec__leaf(codec__nest *s, int level)
     return -1;
 }
 
+/* Reports a ragged array at `level` (>= 1): n values, or more than n when
+ * `more` (found while reading, before the row ends). The indices are left
+ * as they were. */
+static void codec__ragged(codec__nest *s, int level, size_t n, int more)
+{
+    char path[256], first[256];
+    size_t keep[4];
+    int l;
+
+    codec__path(s, level, path, sizeof path);
+    /* the first array at this level: all indices above it 0 */
+    for (l = 0; l < level; l++) {
+        keep[l] = s->idx[l];
+        s->idx[l] = 0;
+    }
+    codec__path(s, level, first, sizeof first);
+    for (l = 0; l < level; l++)
+        s->idx[l] = keep[l];
+    codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
+                    "ragged array: %s has %s%zu values, expected %zu like %s",
+                    path, more ? "more than " : "", n, s->shape[level],
+                    first);
+}
+
 /* Parses the array at r->p, which sits at depth `level` (0: the field). */
 static int codec__level(codec__nest *s, int level)
 {
     codec_reader *r = s->r;
     size_t n = 0;
-    char path[256], first[256];
+    char path[256];
 
     r->p++; /* '[' */
     codec_json_ws(r);
@@ -113,11 +137,7 @@ static int codec__level(codec__nest *s, int level)
         for (;;) {
             s->idx[level] = n;
             if (s->shape[level] != 0 && n == s->shape[level]) {
-                codec__path(s, level, path, sizeof path);
-                codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
-                                "ragged array: %s has more than %zu values, "
-                                "expected %zu like the first one",
-                                path, s->shape[level], s->shape[level]);
+                codec__ragged(s, level, n, 1);
                 return -1;
             }
             if (level + 1 == s->rank) {
@@ -158,14 +178,7 @@ static int codec__level(codec__nest *s, int level)
         }
         s->shape[level] = n;
     } else if (n != s->shape[level]) {
-        size_t keep = s->idx[level - 1];
-        codec__path(s, level, path, sizeof path);
-        s->idx[level - 1] = 0;
-        codec__path(s, level, first, sizeof first);
-        s->idx[level - 1] = keep;
-        codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
-                        "ragged array: %s has %zu values, expected %zu like %s",
-                        path, n, s->shape[level], first);
+        codec__ragged(s, level, n, 0);
         return -1;
     }
     return 0;

@@ -1,0 +1,1325 @@
+/* test_codec.c: the JSON codec (codec.h): parse -> run -> write round trips
+ * checked against the library's float64 reference, every error kind with its
+ * code and JSON Pointer, the limits, and the float formatter.
+ *
+ * Tolerance for computed values: |got - ref| <= 1e-4 * (1 + |ref|) (the
+ * contract's). Round trips of numbers through text are exact (bitwise). */
+#include <check.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "codec_int.h"
+
+#ifndef CODEC_FIXTURES
+#define CODEC_FIXTURES "tests/fixtures/codec"
+#endif
+
+Suite *codec_suite(void);
+
+/* -- helpers ------------------------------------------------------------------ */
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    ck_assert_int_ge(n, 0);
+    if (b->len + (size_t)n + 1 > b->cap) {
+        b->cap = (b->len + (size_t)n + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+        ck_assert_ptr_nonnull(b->s);
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* [rows][cols] as nested arrays; %.9g reads back to the same float32. */
+static void sb_matrix(sbuf *b, const float *v, size_t rows, size_t cols)
+{
+    size_t r, c;
+    sb_printf(b, "[");
+    for (r = 0; r < rows; r++) {
+        sb_printf(b, "%s[", r ? "," : "");
+        for (c = 0; c < cols; c++)
+            sb_printf(b, "%s%.9g", c ? "," : "", (double)v[r * cols + c]);
+        sb_printf(b, "]");
+    }
+    sb_printf(b, "]");
+}
+
+static void sb_vector(sbuf *b, const float *v, size_t n)
+{
+    size_t i;
+    sb_printf(b, "[");
+    for (i = 0; i < n; i++)
+        sb_printf(b, "%s%.9g", i ? "," : "", (double)v[i]);
+    sb_printf(b, "]");
+}
+
+/* Side-by-side [rows][k*d] written as one matrix per head [k][rows][d]. */
+static void sb_heads(sbuf *b, const float *v, size_t rows, size_t k, size_t d)
+{
+    size_t i, r, c;
+    sb_printf(b, "[");
+    for (i = 0; i < k; i++) {
+        sb_printf(b, "%s[", i ? "," : "");
+        for (r = 0; r < rows; r++) {
+            sb_printf(b, "%s[", r ? "," : "");
+            for (c = 0; c < d; c++)
+                sb_printf(b, "%s%.9g", c ? "," : "",
+                          (double)v[r * k * d + i * d + c]);
+            sb_printf(b, "]");
+        }
+        sb_printf(b, "]");
+    }
+    sb_printf(b, "]");
+}
+
+/* A tensor object {"dtype","shape","data"}. */
+static void sb_tensor(sbuf *b, const float *v, const size_t *shape, int rank)
+{
+    size_t count = 1, len;
+    char *text;
+    int i;
+
+    sb_printf(b, "{\"dtype\":\"float32\",\"shape\":[");
+    for (i = 0; i < rank; i++) {
+        sb_printf(b, "%s%zu", i ? "," : "", shape[i]);
+        count *= shape[i];
+    }
+    text = malloc((count * 4 + 2) / 3 * 4 + 1);
+    ck_assert_ptr_nonnull(text);
+    len = codec_base64_f32(v, count * 4, 0, count * 4, text);
+    text[len] = '\0';
+    sb_printf(b, "],\"data\":\"%s\"}", text);
+    free(text);
+}
+
+static uint32_t rng_state = 12345;
+
+static float frand(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
+static float *frand_n(size_t n)
+{
+    float *v = malloc((n ? n : 1) * sizeof(float));
+    size_t i;
+    ck_assert_ptr_nonnull(v);
+    for (i = 0; i < n; i++)
+        v[i] = frand();
+    return v;
+}
+
+static limits_config lim_default(void)
+{
+    limits_config l;
+    limits_defaults(&l);
+    return l;
+}
+
+static codec_request *parse_ok_lim(const char *json, const limits_config *l)
+{
+    codec_request *req = NULL;
+    codec_error err = {0};
+    int rc = codec_parse(json, strlen(json), l, &req, &err);
+    ck_assert_msg(rc == 0, "parse failed: %s (%s) field '%s'", err.message,
+                  errors_code(err.kind), err.field);
+    ck_assert_ptr_nonnull(req);
+    return req;
+}
+
+static codec_request *parse_ok(const char *json)
+{
+    limits_config l = lim_default();
+    return parse_ok_lim(json, &l);
+}
+
+/* Parses json expecting failure of `kind` at `field`, with `part` in the
+ * message (NULL: not checked). */
+static void expect_err_lim(const char *json, size_t len,
+                           const limits_config *l, errors_kind kind,
+                           const char *field, const char *part)
+{
+    codec_request *req = (codec_request *)1;
+    codec_error err = {0};
+    int rc = codec_parse(json, len, l, &req, &err);
+
+    ck_assert_msg(rc == -1, "parse of %.80s should fail", json);
+    ck_assert_ptr_null(req);
+    ck_assert_msg(err.kind == kind, "%.80s: code %s, expected %s (%s)", json,
+                  errors_code(err.kind), errors_code(kind), err.message);
+    ck_assert_msg(strcmp(err.field, field) == 0,
+                  "%.80s: field '%s', expected '%s' (%s)", json, err.field,
+                  field, err.message);
+    if (part != NULL)
+        ck_assert_msg(strstr(err.message, part) != NULL,
+                      "%.80s: message '%s' lacks '%s'", json, err.message,
+                      part);
+}
+
+static void expect_err(const char *json, errors_kind kind, const char *field,
+                       const char *part)
+{
+    limits_config l = lim_default();
+    expect_err_lim(json, strlen(json), &l, kind, field, part);
+}
+
+/* Reads a writer to the end in chunks of varied sizes (1, 7, 4096, ...), so
+ * chunk boundaries fall everywhere. */
+static char *drain_writer(codec_writer *w, size_t *len)
+{
+    static const size_t caps[] = {1, 7, 4096, 3, 65536, 13};
+    size_t n = 0, cap = 1 << 16, got;
+    char *buf = malloc(cap + 1);
+    int i = 0;
+
+    ck_assert_ptr_nonnull(buf);
+    for (;;) {
+        size_t want = caps[i++ % 6];
+        if (n + want + 1 > cap) {
+            cap = (n + want + 1) * 2;
+            buf = realloc(buf, cap);
+            ck_assert_ptr_nonnull(buf);
+        }
+        got = codec_writer_read(w, buf + n, want);
+        ck_assert_uint_le(got, want);
+        if (got == 0)
+            break;
+        n += got;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int close_enough(double got, double ref)
+{
+    return fabs(got - ref) <= 1e-4 * (1.0 + fabs(ref));
+}
+
+/* Flattens a nested JSON array of numbers of the given shape into out
+ * (count values); fails the test on any shape difference. */
+static void flatten(const json_t *a, const size_t *shape, int rank,
+                    float *out, size_t *pos)
+{
+    size_t i;
+    ck_assert_msg(json_is_array(a), "expected an array");
+    ck_assert_uint_eq(json_array_size(a), shape[0]);
+    for (i = 0; i < shape[0]; i++) {
+        const json_t *e = json_array_get(a, i);
+        if (rank == 1) {
+            ck_assert_msg(json_is_number(e), "expected a number");
+            out[(*pos)++] = (float)json_number_value(e);
+        } else {
+            flatten(e, shape + 1, rank - 1, out, pos);
+        }
+    }
+}
+
+/* Decodes a response tensor object of the given shape into out. */
+static void decode_tensor(const json_t *t, const size_t *shape, int rank,
+                          float *out, size_t count)
+{
+    const json_t *js = json_object_get(t, "shape");
+    const char *data = json_string_value(json_object_get(t, "data"));
+    char req[256];
+    sbuf b = {0};
+    codec_reader r;
+    codec_array a;
+    codec_error err = {0};
+    int i;
+
+    ck_assert_str_eq(json_string_value(json_object_get(t, "dtype")),
+                     "float32");
+    ck_assert_uint_eq(json_array_size(js), (size_t)rank);
+    for (i = 0; i < rank; i++)
+        ck_assert_uint_eq(json_integer_value(json_array_get(js, (size_t)i)),
+                          shape[i]);
+    /* the request decoder reads the response text back */
+    snprintf(req, sizeof req, "{\"dtype\":\"float32\",\"shape\":[%zu],"
+             "\"data\":\"", count);
+    sb_printf(&b, "%s%s\"}", req, data);
+    r.start = r.p = b.s;
+    r.end = b.s + b.len;
+    r.depth = 0;
+    ck_assert_int_eq(codec_array_parse(&r, "/t", "[k]", CODEC_LEAF_F32, 1, 1,
+                                       &a, &err), 0);
+    ck_assert_uint_eq(a.count, count);
+    memcpy(out, a.data, count * sizeof(float));
+    codec_array_clear(&a);
+    free(b.s);
+}
+
+/* A request to build, and what the round trip checks. */
+typedef struct spec {
+    size_t B, n, m, d_model, d_mem, h, g, d_k, d_v, d_out;
+    int batched, cross, w3d, wo, bias, causal;
+    int kpm;       /* 0 none, 1 broadcast [m], 2 per batch [B][m] */
+    const char *weights; /* NULL: default per_head */
+    int b64_in, b64_out;
+    double scale;  /* 0: default */
+    int tokens;    /* 1: [n] labels, 2: [B][n] labels */
+} spec;
+
+/* Emits a field as nested arrays or a tensor object. */
+static void sb_field(sbuf *b, const spec *s, const char *name, const float *v,
+                     const size_t *shape, int rank)
+{
+    sb_printf(b, ",\"%s\":", name);
+    if (s->b64_in) {
+        sb_tensor(b, v, shape, rank);
+    } else if (rank == 1) {
+        sb_vector(b, v, shape[0]);
+    } else if (rank == 2) {
+        sb_matrix(b, v, shape[0], shape[1]);
+    } else {
+        size_t i;
+        sb_printf(b, "[");
+        for (i = 0; i < shape[0]; i++) {
+            sb_printf(b, "%s", i ? "," : "");
+            sb_matrix(b, v + i * shape[1] * shape[2], shape[1], shape[2]);
+        }
+        sb_printf(b, "]");
+    }
+}
+
+/* Emits a weight [rows][k*d] in the 2-D or the 3-D layout. */
+static void sb_weight(sbuf *b, const spec *s, const char *name,
+                      const float *v, size_t rows, size_t k, size_t d)
+{
+    if (!s->w3d) {
+        size_t shape[2] = {rows, k * d};
+        sb_field(b, s, name, v, shape, 2);
+        return;
+    }
+    if (s->b64_in) {
+        /* reorder to [k][rows][d] for the tensor */
+        float *t = malloc(rows * k * d * sizeof(float));
+        size_t i, r, shape[3] = {k, rows, d};
+        ck_assert_ptr_nonnull(t);
+        for (i = 0; i < k; i++)
+            for (r = 0; r < rows; r++)
+                memcpy(t + (i * rows + r) * d, v + r * k * d + i * d,
+                       d * sizeof(float));
+        sb_field(b, s, name, t, shape, 3);
+        free(t);
+        return;
+    }
+    sb_printf(b, ",\"%s\":", name);
+    sb_heads(b, v, rows, k, d);
+}
+
+static char *build_request(const spec *s)
+{
+    sbuf b = {0};
+    size_t B = s->B, mrows = s->cross ? s->m : s->n;
+    size_t dmem = s->cross ? s->d_mem : s->d_model;
+    float *x = frand_n(B * s->n * s->d_model);
+    float *mem = frand_n(B * mrows * dmem);
+    float *wq = frand_n(s->d_model * s->h * s->d_k);
+    float *wk = frand_n(dmem * s->g * s->d_k);
+    float *wv = frand_n(dmem * s->g * s->d_v);
+    size_t d_out = s->wo ? s->d_out : s->h * s->d_v;
+    float *wo = frand_n(s->h * s->d_v * d_out);
+    float *bq = frand_n(s->h * s->d_k), *bk = frand_n(s->g * s->d_k);
+    float *bv = frand_n(s->g * s->d_v), *bo = frand_n(d_out);
+    size_t shape[3];
+    size_t i, j;
+
+    sb_printf(&b, "{\"num_heads\":%zu,\"num_kv_heads\":%zu", s->h, s->g);
+    shape[0] = B;
+    shape[1] = s->n;
+    shape[2] = s->d_model;
+    if (s->batched)
+        sb_field(&b, s, "x", x, shape, 3);
+    else
+        sb_field(&b, s, "x", x, shape + 1, 2);
+    if (s->cross) {
+        shape[1] = mrows;
+        shape[2] = dmem;
+        if (s->batched)
+            sb_field(&b, s, "memory", mem, shape, 3);
+        else
+            sb_field(&b, s, "memory", mem, shape + 1, 2);
+    }
+    sb_weight(&b, s, "w_q", wq, s->d_model, s->h, s->d_k);
+    sb_weight(&b, s, "w_k", wk, dmem, s->g, s->d_k);
+    sb_weight(&b, s, "w_v", wv, dmem, s->g, s->d_v);
+    if (s->wo) {
+        shape[0] = s->h * s->d_v;
+        shape[1] = d_out;
+        sb_field(&b, s, "w_o", wo, shape, 2);
+    }
+    if (s->bias) {
+        shape[0] = s->h * s->d_k;
+        sb_field(&b, s, "b_q", bq, shape, 1);
+        shape[0] = s->g * s->d_k;
+        sb_field(&b, s, "b_k", bk, shape, 1);
+        shape[0] = s->g * s->d_v;
+        sb_field(&b, s, "b_v", bv, shape, 1);
+        shape[0] = d_out;
+        sb_field(&b, s, "b_o", bo, shape, 1);
+    }
+    if (s->causal)
+        sb_printf(&b, ",\"mask\":\"causal\"");
+    if (s->kpm) {
+        /* pad the last key (and, per batch, the last b keys) */
+        sb_printf(&b, ",\"key_padding_mask\":");
+        if (s->kpm == 1) {
+            sb_printf(&b, "[");
+            for (j = 0; j < mrows; j++)
+                sb_printf(&b, "%s%s", j ? "," : "",
+                          j + 1 == mrows ? "true" : "false");
+            sb_printf(&b, "]");
+        } else {
+            sb_printf(&b, "[");
+            for (i = 0; i < B; i++) {
+                sb_printf(&b, "%s[", i ? "," : "");
+                for (j = 0; j < mrows; j++)
+                    sb_printf(&b, "%s%s", j ? "," : "",
+                              j + i + 1 >= mrows && j > 0 ? "true" : "false");
+                sb_printf(&b, "]");
+            }
+            sb_printf(&b, "]");
+        }
+    }
+    if (s->scale > 0)
+        sb_printf(&b, ",\"scale\":%.9g", s->scale);
+    if (s->weights)
+        sb_printf(&b, ",\"return_weights\":\"%s\"", s->weights);
+    if (s->b64_out)
+        sb_printf(&b, ",\"encoding\":\"base64\"");
+    if (s->tokens == 1) {
+        sb_printf(&b, ",\"tokens\":[");
+        for (j = 0; j < s->n; j++)
+            sb_printf(&b, "%s\"t%zu \\u00e9\\\"\"", j ? "," : "", j);
+        sb_printf(&b, "]");
+    } else if (s->tokens == 2) {
+        sb_printf(&b, ",\"tokens\":[");
+        for (i = 0; i < B; i++) {
+            sb_printf(&b, "%s[", i ? "," : "");
+            for (j = 0; j < s->n; j++)
+                sb_printf(&b, "%s\"b%zu t%zu\"", j ? "," : "", i, j);
+            sb_printf(&b, "]");
+        }
+        sb_printf(&b, "]");
+    }
+    if (s->cross) {
+        sb_printf(&b, ",\"memory_tokens\":[");
+        for (j = 0; j < mrows; j++)
+            sb_printf(&b, "%s\"k%zu\"", j ? "," : "", j);
+        sb_printf(&b, "]");
+    }
+    sb_printf(&b, ",\"unknown_future_field\":{\"a\":[1,2,{\"b\":null}]}}");
+    free(x);
+    free(mem);
+    free(wq);
+    free(wk);
+    free(wv);
+    free(wo);
+    free(bq);
+    free(bk);
+    free(bv);
+    free(bo);
+    return b.s;
+}
+
+/* The outcome of one round trip, for tests that look further. */
+typedef struct trip {
+    json_t *root;
+    float *out, *ref_out, *att, *ref_att;
+    size_t out_n, att_n;
+    attn_params p;
+} trip;
+
+static void trip_free(trip *t)
+{
+    json_decref(t->root);
+    free(t->out);
+    free(t->ref_out);
+    free(t->att);
+    free(t->ref_att);
+}
+
+/* parse -> run -> write -> read back with jansson; checks shapes and meta
+ * against s and every value against attn_forward_ref on the parsed params. */
+static void round_trip(const spec *s, trip *t)
+{
+    char *json = build_request(s), *text;
+    codec_request *req = parse_ok(json);
+    codec_error err = {0};
+    codec_writer *w;
+    json_error_t je;
+    const attn_dims *d = &req->p.dims;
+    size_t d_out = s->wo ? s->d_out : s->h * s->d_v, shape[4], pos, i, len;
+    const json_t *meta, *att;
+    int rank, per_head;
+    double secs = -1;
+
+    memset(t, 0, sizeof *t);
+    ck_assert_uint_eq(d->B, s->B);
+    ck_assert_uint_eq(d->n, s->n);
+    ck_assert_uint_eq(d->m, s->cross ? s->m : s->n);
+    ck_assert_uint_eq(d->h, s->h);
+    ck_assert_uint_eq(d->g, s->g);
+    ck_assert_uint_eq(d->d_k, s->d_k);
+    ck_assert_uint_eq(d->d_v, s->d_v);
+    ck_assert_uint_eq(d->d_out, d_out);
+    ck_assert_int_eq(codec_run(req, NULL, &err, &secs), 0);
+    ck_assert(secs >= 0);
+
+    /* the reference on the very params the codec built */
+    t->p = req->p;
+    t->out_n = req->output_elems;
+    t->att_n = req->weights_elems;
+    t->ref_out = malloc(t->out_n * sizeof(float));
+    t->ref_att = malloc((t->att_n ? t->att_n : 1) * sizeof(float));
+    ck_assert_int_eq(attn_forward_ref(&req->p, t->ref_out,
+                                      t->att_n ? t->ref_att : NULL), 0);
+
+    w = codec_writer_new(req);
+    ck_assert_ptr_nonnull(w);
+    text = drain_writer(w, &len);
+    codec_writer_free(w);
+    t->root = json_loadb(text, len, 0, &je);
+    ck_assert_msg(t->root != NULL, "response is not JSON: %s at %d:%d",
+                  je.text, je.line, je.column);
+
+    /* output */
+    rank = s->batched ? 3 : 2;
+    shape[0] = s->B;
+    shape[1] = s->n;
+    shape[2] = d_out;
+    t->out = malloc(t->out_n * sizeof(float));
+    if (s->b64_out) {
+        decode_tensor(json_object_get(t->root, "output"), shape + !s->batched,
+                      rank, t->out, t->out_n);
+    } else {
+        pos = 0;
+        flatten(json_object_get(t->root, "output"), shape + !s->batched, rank,
+                t->out, &pos);
+        ck_assert_uint_eq(pos, t->out_n);
+    }
+    for (i = 0; i < t->out_n; i++)
+        ck_assert_msg(close_enough(t->out[i], t->ref_out[i]),
+                      "output[%zu] = %.9g, reference %.9g", i,
+                      (double)t->out[i], (double)t->ref_out[i]);
+
+    /* attention */
+    att = json_object_get(t->root, "attention");
+    if (s->weights != NULL && strcmp(s->weights, "none") == 0) {
+        ck_assert_ptr_null(att);
+        ck_assert_uint_eq(t->att_n, 0);
+    } else {
+        per_head = s->weights == NULL || strcmp(s->weights, "per_head") == 0;
+        shape[0] = s->B;
+        shape[1] = s->h;
+        shape[2] = s->n;
+        shape[3] = s->cross ? s->m : s->n;
+        rank = (per_head ? 3 : 2) + s->batched;
+        if (!per_head) {
+            shape[1] = s->n;
+            shape[2] = shape[3];
+        }
+        t->att = malloc(t->att_n * sizeof(float));
+        if (s->b64_out) {
+            decode_tensor(att, shape + !s->batched, rank, t->att, t->att_n);
+        } else {
+            pos = 0;
+            flatten(att, shape + !s->batched, rank, t->att, &pos);
+            ck_assert_uint_eq(pos, t->att_n);
+        }
+        for (i = 0; i < t->att_n; i++)
+            ck_assert_msg(close_enough(t->att[i], t->ref_att[i]),
+                          "attention[%zu] = %.9g, reference %.9g", i,
+                          (double)t->att[i], (double)t->ref_att[i]);
+    }
+
+    meta = json_object_get(t->root, "meta");
+    ck_assert_ptr_nonnull(meta);
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "batch")),
+                     (json_int_t)s->B);
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "n")),
+                     (json_int_t)s->n);
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "m")),
+                     (json_int_t)(s->cross ? s->m : s->n));
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "d_model")),
+                     (json_int_t)s->d_model);
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "d_mem")),
+                     (json_int_t)(s->cross ? s->d_mem : s->d_model));
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "num_heads")),
+                     (json_int_t)s->h);
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "num_kv_heads")),
+                     (json_int_t)s->g);
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "d_k")),
+                     (json_int_t)s->d_k);
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "d_v")),
+                     (json_int_t)s->d_v);
+    ck_assert_int_eq(json_integer_value(json_object_get(meta, "d_out")),
+                     (json_int_t)d_out);
+    ck_assert_str_eq(json_string_value(json_object_get(meta, "mask")),
+                     s->causal ? "causal" : "none");
+    {
+        /* params: every weight and bias value the request carried */
+        size_t dmem = s->cross ? s->d_mem : s->d_model;
+        json_int_t want = (json_int_t)(s->d_model * s->h * s->d_k +
+                                       dmem * s->g * (s->d_k + s->d_v));
+        if (s->wo)
+            want += (json_int_t)(s->h * s->d_v * d_out);
+        if (s->bias)
+            want += (json_int_t)(s->h * s->d_k + s->g * (s->d_k + s->d_v) +
+                                 d_out);
+        ck_assert_int_eq(json_integer_value(json_object_get(meta, "params")),
+                         want);
+    }
+    {
+        uint64_t flops;
+        ck_assert_int_eq(attn_flops(&t->p, &flops), 0);
+        ck_assert_int_eq(json_integer_value(json_object_get(meta, "flops")),
+                         (json_int_t)flops);
+        ck_assert(json_number_value(json_object_get(meta, "elapsed_ms")) >= 0);
+    }
+    ck_assert_uint_eq(json_object_size(meta), 14);
+    free(text);
+    free(json);
+    /* req was freed with the writer: t->p keeps dims, mask and scale only */
+    t->p.x = t->p.memory = t->p.w_q = t->p.w_k = t->p.w_v = t->p.w_o = NULL;
+    t->p.b_q = t->p.b_k = t->p.b_v = t->p.b_o = NULL;
+    t->p.key_padding = NULL;
+}
+
+/* -- round trips ---------------------------------------------------------- */
+
+START_TEST(test_codec_self_2d)
+{
+    spec s = {.B = 1, .n = 5, .d_model = 8, .h = 2, .g = 2, .d_k = 3,
+              .d_v = 4, .tokens = 1};
+    trip t;
+    const json_t *tok;
+    round_trip(&s, &t);
+    /* tokens echoed unchanged, escapes and all */
+    tok = json_object_get(t.root, "tokens");
+    ck_assert_uint_eq(json_array_size(tok), 5);
+    ck_assert_str_eq(json_string_value(json_array_get(tok, 3)),
+                     "t3 \xc3\xa9\"");
+    ck_assert_ptr_null(json_object_get(t.root, "memory_tokens"));
+    trip_free(&t);
+}
+END_TEST
+
+START_TEST(test_codec_layouts_agree)
+{
+    /* the same weights in the 2-D and the 3-D layout give the same result */
+    spec s = {.B = 1, .n = 4, .d_model = 6, .h = 3, .g = 3, .d_k = 2,
+              .d_v = 5, .wo = 1, .d_out = 7, .bias = 1};
+    trip a, b;
+    size_t i;
+    uint32_t seed = rng_state;
+
+    round_trip(&s, &a);
+    rng_state = seed;
+    s.w3d = 1;
+    round_trip(&s, &b);
+    ck_assert_uint_eq(a.out_n, b.out_n);
+    for (i = 0; i < a.out_n; i++)
+        ck_assert_msg(a.out[i] == b.out[i], "output[%zu]: 2-D %.9g, 3-D %.9g",
+                      i, (double)a.out[i], (double)b.out[i]);
+    trip_free(&a);
+    trip_free(&b);
+}
+END_TEST
+
+START_TEST(test_codec_gqa_3d_bias_scale)
+{
+    spec s = {.B = 1, .n = 6, .d_model = 8, .h = 4, .g = 2, .d_k = 3,
+              .d_v = 2, .w3d = 1, .bias = 1, .wo = 1, .d_out = 5,
+              .scale = 0.25};
+    trip t;
+    round_trip(&s, &t);
+    ck_assert(t.p.scale == 0.25f);
+    trip_free(&t);
+}
+END_TEST
+
+START_TEST(test_codec_mqa_cross)
+{
+    spec s = {.B = 1, .n = 3, .m = 7, .d_model = 4, .d_mem = 9, .h = 4,
+              .g = 1, .d_k = 2, .d_v = 3, .cross = 1, .causal = 1};
+    trip t;
+    const json_t *mt;
+    round_trip(&s, &t);
+    mt = json_object_get(t.root, "memory_tokens");
+    ck_assert_uint_eq(json_array_size(mt), 7);
+    ck_assert_str_eq(json_string_value(json_array_get(mt, 6)), "k6");
+    trip_free(&t);
+}
+END_TEST
+
+START_TEST(test_codec_batch_padding)
+{
+    /* per-element padding: batch element b pads its last b+1 keys */
+    spec s = {.B = 3, .n = 4, .d_model = 5, .h = 2, .g = 1, .d_k = 2,
+              .d_v = 2, .batched = 1, .kpm = 2, .tokens = 2};
+    trip t;
+    size_t b, hh, i, j, m = 4;
+    round_trip(&s, &t);
+    for (b = 0; b < 3; b++)
+        for (hh = 0; hh < 2; hh++)
+            for (i = 0; i < 4; i++)
+                for (j = 0; j < m; j++) {
+                    float a = t.att[((b * 2 + hh) * 4 + i) * m + j];
+                    if (j > 0 && j + b + 1 >= m)
+                        ck_assert_msg(a == 0.0f, "padded key %zu of batch "
+                                      "%zu has weight %g", j, b, (double)a);
+                }
+    ck_assert_uint_eq(json_array_size(json_object_get(t.root, "tokens")), 3);
+    trip_free(&t);
+}
+END_TEST
+
+START_TEST(test_codec_padding_broadcast_cross_batched)
+{
+    spec s = {.B = 2, .n = 3, .m = 5, .d_model = 4, .d_mem = 6, .h = 2,
+              .g = 2, .d_k = 3, .d_v = 3, .batched = 1, .cross = 1,
+              .kpm = 1, .weights = "mean"};
+    trip t;
+    size_t b, i;
+    round_trip(&s, &t);
+    ck_assert_uint_eq(t.att_n, 2 * 3 * 5);
+    for (b = 0; b < 2; b++)
+        for (i = 0; i < 3; i++)
+            ck_assert(t.att[(b * 3 + i) * 5 + 4] == 0.0f);
+    trip_free(&t);
+}
+END_TEST
+
+START_TEST(test_codec_base64_in_out)
+{
+    spec s = {.B = 2, .n = 5, .d_model = 6, .h = 2, .g = 1, .d_k = 4,
+              .d_v = 3, .batched = 1, .w3d = 1, .bias = 1, .wo = 1,
+              .d_out = 4, .b64_in = 1, .b64_out = 1, .causal = 1};
+    trip t;
+    round_trip(&s, &t);
+    trip_free(&t);
+    s.w3d = 0;
+    s.weights = "mean";
+    round_trip(&s, &t);
+    trip_free(&t);
+}
+END_TEST
+
+START_TEST(test_codec_weights_none)
+{
+    spec s = {.B = 1, .n = 6, .d_model = 4, .h = 2, .g = 2, .d_k = 2,
+              .d_v = 2, .weights = "none", .b64_out = 1};
+    trip t;
+    round_trip(&s, &t);
+    trip_free(&t);
+    s.b64_out = 0;
+    s.weights = "mean";
+    round_trip(&s, &t);
+    trip_free(&t);
+}
+END_TEST
+
+START_TEST(test_codec_literal_request)
+{
+    /* a hand-written request whose answer is known: one head, identity
+     * projections, two equal keys -> uniform weights, output = mean of x */
+    const char *json =
+        "{ \"x\" : [[1, 0], [0, 1]],\n"
+        "  \"w_q\": [[0,0],[0,0]], \"w_k\": [[1,0],[0,1]],\n"
+        "  \"w_v\": [[1,0],[0,1]], \"return_weights\": \"mean\",\n"
+        "  \"b_o\": null }";
+    codec_request *req = parse_ok(json);
+    codec_error err = {0};
+    codec_writer *w;
+    char *text;
+    size_t len;
+
+    ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
+    w = codec_writer_new(req);
+    text = drain_writer(w, &len);
+    codec_writer_free(w);
+    {
+        /* the exact text, up to the flops count and the time */
+        static const char want[] =
+            "{\"output\":[[0.5,0.5],[0.5,0.5]],"
+            "\"attention\":[[0.5,0.5],[0.5,0.5]],"
+            "\"meta\":{\"batch\":1,\"n\":2,\"m\":2,\"d_model\":2,"
+            "\"d_mem\":2,\"num_heads\":1,\"num_kv_heads\":1,"
+            "\"d_k\":2,\"d_v\":2,\"d_out\":2,\"mask\":\"none\","
+            "\"params\":12,\"flops\":";
+        ck_assert_msg(strncmp(text, want, sizeof want - 1) == 0,
+                      "body: %s", text);
+        ck_assert(strstr(text, ",\"elapsed_ms\":") != NULL);
+        ck_assert(text[len - 2] == '}' && text[len - 1] == '}');
+    }
+    free(text);
+}
+END_TEST
+
+START_TEST(test_codec_numbers_in)
+{
+    /* text -> float32 is correctly rounded, -0 kept, underflow to 0 fine,
+     * FLT_MAX and what rounds to it accepted */
+    const char *json =
+        "{\"x\":[[0.1, -0, 1e-50, 3.4028235e38, 3.40282356e38, "
+        "16777217, 1.17549435e-38, 1E2, 2.5e+1]],"
+        "\"w_q\":[[1],[1],[1],[1],[1],[1],[1],[1],[1]],"
+        "\"w_k\":[[1],[1],[1],[1],[1],[1],[1],[1],[1]],"
+        "\"w_v\":[[1],[1],[1],[1],[1],[1],[1],[1],[1]]}";
+    codec_request *req = parse_ok(json);
+    const float *x = req->x;
+    ck_assert(x[0] == 0.1f);
+    ck_assert(x[1] == 0.0f && signbit(x[1]));
+    ck_assert(x[2] == 0.0f && !signbit(x[2]));
+    ck_assert(x[3] == 3.4028235e38f);
+    ck_assert(x[4] == 3.4028235e38f);
+    ck_assert(x[5] == 16777216.0f); /* ties to even */
+    ck_assert(x[6] == 1.17549435e-38f);
+    ck_assert(x[7] == 100.0f);
+    ck_assert(x[8] == 25.0f);
+    codec_request_free(req);
+}
+END_TEST
+
+/* -- errors ---------------------------------------------------------------- */
+
+#define W2 "\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]"
+#define X2 "\"x\":[[1,2],[3,4],[5,6]]"
+
+static const struct err_case {
+    const char *json;
+    errors_kind kind;
+    const char *field;
+    const char *part;
+} err_cases[] = {
+    /* syntax */
+    {"", ERRORS_INVALID_JSON, "", "line 1, column 1"},
+    {"{\"x\": [1,2", ERRORS_INVALID_JSON, "", "line 1"},
+    {"{\"x\":\n  [[1,,2]]}", ERRORS_INVALID_JSON, "", "line 2, column 7"},
+    {"{\"x\": [[1]]} x", ERRORS_INVALID_JSON, "", "after the JSON object"},
+    {"{\"x\": NaN}", ERRORS_INVALID_JSON, "", "line 1, column 7"},
+    {"{\"x\": [[01]]}", ERRORS_INVALID_JSON, "", NULL},
+    {"{\"a\": \"\\x\"}", ERRORS_INVALID_JSON, "", "escape"},
+    {"{\"a\": \"\xff\"}", ERRORS_INVALID_JSON, "", "UTF-8"},
+    {"{\"a\": \"\\ud800\"}", ERRORS_INVALID_JSON, "", "surrogate"},
+    /* a syntax error after a contract error is still 400 */
+    {"{\"x\": [[1],[1,2]], \"w_q\": [1,}", ERRORS_INVALID_JSON, "", NULL},
+    /* shape of the body */
+    {"[1,2]", ERRORS_INVALID_REQUEST, "", "JSON object"},
+    {"{" W2 "}", ERRORS_INVALID_REQUEST, "/x", "missing"},
+    {"{" X2 ",\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,0],[0,1]]}",
+     ERRORS_INVALID_REQUEST, "/w_q", "missing"},
+    {"{\"x\":[[1,2],[3,4,5]]," W2 "}", ERRORS_INVALID_REQUEST, "/x/1",
+     "has more than 2 values, expected 2 like /x/0"},
+    {"{\"x\":[[1,2,3],[3,4]]," W2 "}", ERRORS_INVALID_REQUEST, "/x/1",
+     "has 2 values, expected 3"},
+    {"{\"x\":[[[1,2]],[[3,4],[5,6]]]," W2 "}", ERRORS_INVALID_REQUEST, "/x/1",
+     "has more than 1 values"},
+    {"{\"x\":[1,2]," W2 "}", ERRORS_INVALID_REQUEST, "/x",
+     "expected [n][d_model] or [B][n][d_model], found a rank-1 array"},
+    {"{\"x\":[[[[1]]]]," W2 "}", ERRORS_INVALID_REQUEST, "/x", "nested more"},
+    {"{\"x\":[[1,\"a\"]]," W2 "}", ERRORS_INVALID_REQUEST, "/x/0/1",
+     "expected a number, found a string"},
+    {"{\"x\":[[1,2],3]," W2 "}", ERRORS_INVALID_REQUEST, "/x/1",
+     "expected an array"},
+    {"{\"x\":[[]]," W2 "}", ERRORS_INVALID_REQUEST, "/x/0", "empty"},
+    {"{\"x\":[]," W2 "}", ERRORS_INVALID_REQUEST, "/x", "empty"},
+    {"{\"x\":\"abc\"," W2 "}", ERRORS_INVALID_REQUEST, "/x", "found a string"},
+    {"{\"x\":[[1,2],[3,1e39]]," W2 "}", ERRORS_INVALID_REQUEST, "/x/1/1",
+     "finite in float32"},
+    {"{\"x\":[[1,2],[3,-1e400]]," W2 "}", ERRORS_INVALID_REQUEST, "/x/1/1",
+     "finite in float32"},
+    {"{" X2 ",\"x\":[[1,2]]," W2 "}", ERRORS_INVALID_REQUEST, "/x", "twice"},
+    /* dimensions */
+    {"{\"x\":[[1,2,3]]," W2 "}", ERRORS_INVALID_REQUEST, "/w_q",
+     "the number of rows is 2, expected d_model (the width of x) = 3"},
+    {"{" X2 ",\"w_q\":[[1,0,1],[0,1,1]],\"w_k\":[[1,0],[0,1]],"
+     "\"w_v\":[[1,0],[0,1]],\"num_heads\":2}",
+     ERRORS_INVALID_REQUEST, "/w_q/0", "expected a multiple of num_heads = 2"},
+    {"{" X2 ",\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0,0],[0,1,0]],"
+     "\"w_v\":[[1,0],[0,1]]}",
+     ERRORS_INVALID_REQUEST, "/w_k/0", "the row width is 3, expected g*d_k = 2"},
+    {"{" X2 ",\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1],[1,1]],"
+     "\"w_v\":[[1,0],[0,1]]}",
+     ERRORS_INVALID_REQUEST, "/w_k", "the number of rows is 3, expected d_mem"},
+    {"{" X2 ",\"w_q\":[[[1],[0]],[[0],[1]]],\"w_k\":[[1,0],[0,1]],"
+     "\"w_v\":[[1,0],[0,1]],\"num_heads\":3,\"num_kv_heads\":1}",
+     ERRORS_INVALID_REQUEST, "/w_q", "the number of heads is 2, expected "
+                                     "num_heads = 3"},
+    {"{" X2 ",\"w_q\":[[[1],[0]],[[0],[1]]],\"w_k\":[[[1],[0]],[[0],[1]]],"
+     "\"w_v\":[[[1,0],[0,1],[1,1]]],\"num_heads\":2,\"num_kv_heads\":1}",
+     ERRORS_INVALID_REQUEST, "/w_k", "the number of heads is 2, expected "
+                                     "num_kv_heads = 1"},
+    {"{" X2 "," W2 ",\"num_heads\":2,\"num_kv_heads\":3}",
+     ERRORS_INVALID_REQUEST, "/num_kv_heads", "1 <= g <= h = 2"},
+    {"{" X2 ",\"w_q\":[[1,0,1,0,1,0],[0,1,0,1,0,1]],"
+     "\"w_k\":[[1,0,1,0],[0,1,0,1]],\"w_v\":[[1,0,1,0],[0,1,0,1]],"
+     "\"num_heads\":3,\"num_kv_heads\":2}",
+     ERRORS_INVALID_REQUEST, "/num_kv_heads", "g = 2 must divide num_heads h = 3"},
+    {"{" X2 "," W2 ",\"num_heads\":2.5}", ERRORS_INVALID_REQUEST,
+     "/num_heads", "expected an integer >= 1, found 2.5"},
+    {"{" X2 "," W2 ",\"num_heads\":0}", ERRORS_INVALID_REQUEST, "/num_heads",
+     "integer >= 1"},
+    {"{" X2 "," W2 ",\"num_heads\":\"2\"}", ERRORS_INVALID_REQUEST,
+     "/num_heads", "found a string"},
+    {"{" X2 "," W2 ",\"w_o\":[[1],[2],[3]]}", ERRORS_INVALID_REQUEST, "/w_o",
+     "the number of rows is 3, expected h*d_v = 2"},
+    {"{" X2 "," W2 ",\"b_q\":[1,2,3]}", ERRORS_INVALID_REQUEST, "/b_q",
+     "the length is 3, expected h*d_k = 2"},
+    {"{" X2 "," W2 ",\"b_o\":[[1,2]]}", ERRORS_INVALID_REQUEST, "/b_o",
+     "expected [d_out]"},
+    {"{" X2 ",\"memory\":[[1,2,3]]," W2 "}", ERRORS_INVALID_REQUEST, "/w_k",
+     "expected d_mem (the width of memory, or of x) = 3"},
+    {"{\"x\":[[[1,2]]],\"memory\":[[1,2]]," W2 "}", ERRORS_INVALID_REQUEST,
+     "/memory", "like x, found a rank-2 array"},
+    {"{\"x\":[[[1,2]],[[1,2]]],\"memory\":[[[1,2]]]," W2 "}",
+     ERRORS_INVALID_REQUEST, "/memory", "the batch size is 1, expected B = 2"},
+    /* masks, enums, scale */
+    {"{" X2 "," W2 ",\"key_padding_mask\":[false,true,1]}",
+     ERRORS_INVALID_REQUEST, "/key_padding_mask/2",
+     "expected a boolean, found a number"},
+    {"{" X2 "," W2 ",\"key_padding_mask\":[false,true]}",
+     ERRORS_INVALID_REQUEST, "/key_padding_mask",
+     "the length is 2, expected m (keys) = 3"},
+    {"{\"x\":[[[1,2]],[[3,4]]]," W2 ",\"key_padding_mask\":[[false]]}",
+     ERRORS_INVALID_REQUEST, "/key_padding_mask",
+     "the number of rows is 1, expected B (the batch size) = 2"},
+    {"{" X2 "," W2 ",\"mask\":\"future\"}", ERRORS_INVALID_REQUEST, "/mask",
+     "expected \"none\" or \"causal\", found \"future\""},
+    {"{" X2 "," W2 ",\"return_weights\":\"all\"}", ERRORS_INVALID_REQUEST,
+     "/return_weights", "\"none\", \"per_head\" or \"mean\""},
+    {"{" X2 "," W2 ",\"encoding\":\"hex\"}", ERRORS_INVALID_REQUEST,
+     "/encoding", "found \"hex\""},
+    {"{" X2 "," W2 ",\"mask\":true}", ERRORS_INVALID_REQUEST, "/mask",
+     "found a boolean"},
+    {"{" X2 "," W2 ",\"scale\":0}", ERRORS_INVALID_REQUEST, "/scale", "> 0"},
+    {"{" X2 "," W2 ",\"scale\":1e39}", ERRORS_INVALID_REQUEST, "/scale",
+     "finite in float32"},
+    /* labels */
+    {"{" X2 "," W2 ",\"tokens\":[\"a\",\"b\"]}", ERRORS_INVALID_REQUEST,
+     "/tokens", "2 labels, expected n = 3"},
+    {"{" X2 "," W2 ",\"tokens\":[\"a\",\"b\",3]}", ERRORS_INVALID_REQUEST,
+     "/tokens/2", "expected a string"},
+    {"{" X2 "," W2 ",\"memory_tokens\":\"abc\"}", ERRORS_INVALID_REQUEST,
+     "/memory_tokens", "expected an array of strings"},
+    {"{\"x\":[[[1,2]],[[3,4]]]," W2 ",\"tokens\":[[\"a\"],[\"b\",\"c\"]]}",
+     ERRORS_INVALID_REQUEST, "/tokens/1", "2 labels, expected n = 1"},
+    /* base64 tensors */
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AAAAAAAAAA==\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data", "decodes to 7 bytes"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AAAAAAAAwH8\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data", "multiple of 4"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AAAAAAAAwH8=\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data",
+     "value 1 (row-major) is NaN"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AAAAAAAAgH8=\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data", "infinite"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AAAA*AAAAAA=\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data",
+     "invalid base64 character '*' at offset 4"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AA=AAAAAAAA=\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data", "invalid base64 character '='"},
+    {"{\"x\":{\"dtype\":\"float64\",\"shape\":[1,2],\"data\":\"AAAAAAAAAAAA\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/dtype",
+     "expected \"float32\", found \"float64\""},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[2],\"data\":\"AAAAAAAAAAA=\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/shape",
+     "found a shape of rank 1"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,0],\"data\":\"\"}," W2 "}",
+     ERRORS_INVALID_REQUEST, "/x/shape/1", "positive integer"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[4294967296,4294967296,"
+     "4294967296],\"data\":\"\"}," W2 "}",
+     ERRORS_INVALID_REQUEST, "/x/shape", "overflows"},
+    {"{\"x\":{\"dtype\":\"float32\",\"data\":\"AAAAAAAAAAA=\"}," W2 "}",
+     ERRORS_INVALID_REQUEST, "/x", "\"shape\" is missing"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AAAAAAAAAAB=\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data", "non-canonical"},
+    {"{" X2 "," W2 ",\"key_padding_mask\":{\"dtype\":\"float32\"}}",
+     ERRORS_INVALID_REQUEST, "/key_padding_mask", "of booleans"},
+    {"{" X2 ",\"w_q\":{\"dtype\":\"float32\",\"shape\":[3,2],"
+     "\"data\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"},\"w_k\":[[1,0],[0,1]],"
+     "\"w_v\":[[1,0],[0,1]]}", ERRORS_INVALID_REQUEST, "/w_q/shape/0",
+     "the number of rows is 3, expected d_model"},
+};
+
+START_TEST(test_codec_errors)
+{
+    const struct err_case *c = &err_cases[_i];
+    expect_err(c->json, c->kind, c->field, c->part);
+}
+END_TEST
+
+START_TEST(test_codec_error_body)
+{
+    codec_error e = {0};
+    char *body;
+    size_t len = 0;
+    json_t *root, *err;
+
+    codec_error_set(&e, ERRORS_INVALID_REQUEST, "/w_q/3/1",
+                    "bad \"%s\" value", "q");
+    codec_error_set(&e, ERRORS_INTERNAL, "/x", "second error is ignored");
+    body = codec_error_body(&e, &len);
+    ck_assert_ptr_nonnull(body);
+    ck_assert_uint_eq(len, strlen(body));
+    root = json_loads(body, 0, NULL);
+    ck_assert_ptr_nonnull(root);
+    err = json_object_get(root, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "code")),
+                     "invalid_request");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "message")),
+                     "bad \"q\" value");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "field")),
+                     "/w_q/3/1");
+    json_decref(root);
+    free(body);
+
+    /* no pointer: "field" left out */
+    memset(&e, 0, sizeof e);
+    codec_error_set(&e, ERRORS_INVALID_JSON, NULL, "line %d", 3);
+    body = codec_error_body(&e, NULL);
+    root = json_loads(body, 0, NULL);
+    err = json_object_get(root, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(err, "code")),
+                     "invalid_json");
+    ck_assert_ptr_null(json_object_get(err, "field"));
+    json_decref(root);
+    free(body);
+}
+END_TEST
+
+/* Data-driven cases: tests/fixtures/codec/invalid/<case>.json with the
+ * expectation on its first line: `// code field message-part`. */
+START_TEST(test_codec_error_fixtures)
+{
+    DIR *dir = opendir(CODEC_FIXTURES "/invalid");
+    struct dirent *de;
+    int seen = 0;
+
+    ck_assert_msg(dir != NULL, "cannot open %s/invalid", CODEC_FIXTURES);
+    while ((de = readdir(dir)) != NULL) {
+        char path[512], code[64], field[128], part[256], *body, *nl;
+        FILE *f;
+        long size;
+        errors_kind kind;
+        int k;
+        limits_config l = lim_default();
+
+        if (strstr(de->d_name, ".json") == NULL)
+            continue;
+        snprintf(path, sizeof path, "%s/invalid/%s", CODEC_FIXTURES,
+                 de->d_name);
+        f = fopen(path, "rb");
+        ck_assert_ptr_nonnull(f);
+        fseek(f, 0, SEEK_END);
+        size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        body = malloc((size_t)size + 1);
+        ck_assert_uint_eq(fread(body, 1, (size_t)size, f), (size_t)size);
+        body[size] = '\0';
+        fclose(f);
+        nl = strchr(body, '\n');
+        ck_assert_ptr_nonnull(nl);
+        *nl = '\0';
+        part[0] = '\0';
+        ck_assert_int_ge(sscanf(body, "// %63s %127s %255[^\n]", code, field,
+                                part), 2);
+        if (strcmp(field, "-") == 0)
+            field[0] = '\0';
+        kind = ERRORS_COUNT;
+        for (k = 0; k < ERRORS_COUNT; k++)
+            if (strcmp(errors_code((errors_kind)k), code) == 0)
+                kind = (errors_kind)k;
+        ck_assert_msg(kind != ERRORS_COUNT, "%s: unknown code %s", path, code);
+        expect_err_lim(nl + 1, strlen(nl + 1), &l, kind, field,
+                       part[0] ? part : NULL);
+        free(body);
+        seen++;
+    }
+    closedir(dir);
+    ck_assert_int_ge(seen, 3);
+}
+END_TEST
+
+/* -- limits ----------------------------------------------------------------- */
+
+START_TEST(test_codec_limits)
+{
+    const char *json = "{\"x\":[[[1,2],[3,4],[5,6]],[[1,2],[3,4],[5,6]]],"
+                       "\"w_q\":[[1,0,1,0],[0,1,0,1]],"
+                       "\"w_k\":[[1,0,1,0],[0,1,0,1]],"
+                       "\"w_v\":[[1,0,1,0],[0,1,0,1]],\"num_heads\":2}";
+    size_t len = strlen(json);
+    limits_config l;
+    codec_request *req;
+
+    /* B = 2, n = m = 3, d_model = 2, h = g = 2, d_k = d_v = 2, d_out = 4:
+     * maps 2*2*3*3 = 36 values, output 24 */
+    l = lim_default();
+    req = parse_ok_lim(json, &l);
+    codec_request_free(req);
+
+    l = lim_default();
+    l.max_body_bytes = len - 1;
+    expect_err_lim(json, len, &l, ERRORS_TOO_LARGE, "",
+                   "--max-body-bytes (ATTND_MAX_BODY_BYTES)");
+    l = lim_default();
+    l.max_dim = 3;
+    expect_err_lim(json, len, &l, ERRORS_TOO_LARGE, "",
+                   "the dimension d_out is 4; the limit --max-dim "
+                   "(ATTND_MAX_DIM) is 3");
+    l = lim_default();
+    l.max_batch = 1;
+    expect_err_lim(json, len, &l, ERRORS_TOO_LARGE, "",
+                   "the batch size B is 2; the limit --max-batch "
+                   "(ATTND_MAX_BATCH) is 1");
+    l = lim_default();
+    l.max_heads = 1;
+    expect_err_lim(json, len, &l, ERRORS_TOO_LARGE, "",
+                   "num_heads is 2; the limit --max-heads (ATTND_MAX_HEADS) "
+                   "is 1");
+    l = lim_default();
+    l.max_map_elems = 35;
+    expect_err_lim(json, len, &l, ERRORS_TOO_LARGE, "",
+                   "attention maps would hold 36 values; the limit "
+                   "--max-map-elems (ATTND_MAX_MAP_ELEMS) is 35");
+    l = lim_default();
+    l.max_map_elems = 23;
+    expect_err_lim(json, len, &l, ERRORS_TOO_LARGE, "",
+                   "--max-map-elems (ATTND_MAX_MAP_ELEMS)");
+    l = lim_default();
+    l.max_flops = 10;
+    expect_err_lim(json, len, &l, ERRORS_TOO_LARGE, "",
+                   "the limit --max-flops (ATTND_MAX_FLOPS) is 10");
+}
+END_TEST
+
+START_TEST(test_codec_limits_maps_before_alloc)
+{
+    /* a small body asking for a gigantic map: n = 65536 rows of one value
+     * as a base64 tensor, heads 128; refused as too_large, not attempted */
+    sbuf b = {0};
+    size_t n = 65536, shape[2] = {65536, 1};
+    float *x = calloc(n, sizeof(float));
+    limits_config l = lim_default();
+
+    l.max_dim = n;
+    sb_printf(&b, "{\"x\":");
+    sb_tensor(&b, x, shape, 2);
+    sb_printf(&b, ",\"num_heads\":128,\"w_q\":[[");
+    for (size_t i = 0; i < 128; i++)
+        sb_printf(&b, "%s1", i ? "," : "");
+    sb_printf(&b, "]],\"w_k\":[[");
+    for (size_t i = 0; i < 128; i++)
+        sb_printf(&b, "%s1", i ? "," : "");
+    sb_printf(&b, "]],\"w_v\":[[");
+    for (size_t i = 0; i < 128; i++)
+        sb_printf(&b, "%s1", i ? "," : "");
+    sb_printf(&b, "]]}");
+    expect_err_lim(b.s, b.len, &l, ERRORS_TOO_LARGE, "",
+                   "attention maps would hold 549755813888 values");
+    free(b.s);
+    free(x);
+}
+END_TEST
+
+/* -- numbers ------------------------------------------------------------------ */
+
+static void fmt(float v, char *buf)
+{
+    size_t n = codec_num_format(v, buf);
+    ck_assert_uint_le(n, CODEC_NUM_MAX);
+    buf[n] = '\0';
+}
+
+START_TEST(test_codec_format_known)
+{
+    static const struct {
+        float v;
+        const char *text;
+    } cases[] = {
+        {0.1f, "0.1"},
+        {1.0f / 3.0f, "0.33333334"},
+        {1.0f, "1"},
+        {-0.0f, "-0"},
+        {0.0f, "0"},
+        {100.0f, "100"},
+        {123456789.0f, "123456790"},
+        {1e10f, "1e10"},
+        {0.001f, "0.001"},
+        {1.5e-5f, "1.5e-5"},
+        {-2.5f, "-2.5"},
+        {1e-45f, "1e-45"},
+        {3.4028235e38f, "3.4028235e38"},
+        {1.17549435e-38f, "1.1754944e-38"},
+        {16777216.0f, "16777216"},
+    };
+    char buf[32];
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fmt(cases[i].v, buf);
+        ck_assert_msg(strcmp(buf, cases[i].text) == 0, "%.9g: '%s', "
+                      "expected '%s'", (double)cases[i].v, buf,
+                      cases[i].text);
+    }
+    fmt(NAN, buf);
+    ck_assert_str_eq(buf, "null");
+}
+END_TEST
+
+START_TEST(test_codec_format_round_trip)
+{
+    /* 1e6 random bit patterns (every finite one): the text reads back with
+     * strtof to the same bits, and is valid JSON number syntax */
+    uint32_t s = 0x9E3779B9u, u, back;
+    char buf[32], *end;
+    float v, r;
+    size_t i, checked = 0;
+
+    for (i = 0; i < 1000000; i++) {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        u = s;
+        memcpy(&v, &u, sizeof v);
+        if (!isfinite(v))
+            continue;
+        fmt(v, buf);
+        r = strtof(buf, &end);
+        ck_assert_msg(*end == '\0', "'%s' not fully read", buf);
+        memcpy(&back, &r, sizeof back);
+        ck_assert_msg(back == u, "0x%08x -> '%s' -> 0x%08x", u, buf, back);
+        checked++;
+    }
+    ck_assert_uint_gt(checked, 990000);
+}
+END_TEST
+
+START_TEST(test_codec_format_shortest)
+{
+    /* no text with fewer significant digits reads back to the same float:
+     * %.{k-1}g (the best of k-1 digits) must miss */
+    uint32_t s = 0x12345678u, u, sig;
+    char buf[400];
+    float v;
+    int e, k, i;
+
+    for (i = 0; i < 100000; i++) {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        u = s;
+        memcpy(&v, &u, sizeof v);
+        if (!isfinite(v) || v == 0.0f)
+            continue;
+        codec_num_shortest(v, &sig, &e);
+        for (k = 0; sig != 0; sig /= 10)
+            k++;
+        if (k > 1) {
+            snprintf(buf, sizeof buf, "%.*g", k - 1, (double)v);
+            ck_assert_msg(strtof(buf, NULL) != v, "%.9g has %d digits but "
+                          "'%s' reads back", (double)v, k, buf);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_codec_writer_chunks_identical)
+{
+    /* reading 1 byte at a time gives the same body as one big read */
+    spec sp = {.B = 2, .n = 40, .d_model = 8, .h = 2, .g = 2, .d_k = 4,
+               .d_v = 4, .batched = 1};
+    char *json = build_request(&sp), *a, *b2;
+    codec_request *r1 = parse_ok(json), *r2 = parse_ok(json);
+    codec_error err = {0};
+    codec_writer *w1, *w2;
+    size_t la, lb = 0, got;
+
+    ck_assert_int_eq(codec_run(r1, NULL, &err, NULL), 0);
+    ck_assert_int_eq(codec_run(r2, NULL, &err, NULL), 0);
+    r2->elapsed_ms = r1->elapsed_ms;
+    w1 = codec_writer_new(r1);
+    w2 = codec_writer_new(r2);
+    a = drain_writer(w1, &la);
+    b2 = malloc(la + 16);
+    while ((got = codec_writer_read(w2, b2 + lb, 1)) == 1)
+        lb++;
+    ck_assert_uint_eq(lb, la);
+    ck_assert(memcmp(a, b2, la) == 0);
+    ck_assert_uint_eq(codec_writer_read(w2, b2, 16), 0);
+    codec_writer_free(w1);
+    codec_writer_free(w2);
+    free(a);
+    free(b2);
+    free(json);
+}
+END_TEST
+
+Suite *codec_suite(void)
+{
+    Suite *s = suite_create("codec");
+    TCase *tc = tcase_create("codec");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_codec_self_2d);
+    tcase_add_test(tc, test_codec_layouts_agree);
+    tcase_add_test(tc, test_codec_gqa_3d_bias_scale);
+    tcase_add_test(tc, test_codec_mqa_cross);
+    tcase_add_test(tc, test_codec_batch_padding);
+    tcase_add_test(tc, test_codec_padding_broadcast_cross_batched);
+    tcase_add_test(tc, test_codec_base64_in_out);
+    tcase_add_test(tc, test_codec_weights_none);
+    tcase_add_test(tc, test_codec_literal_request);
+    tcase_add_test(tc, test_codec_numbers_in);
+    tcase_add_loop_test(tc, test_codec_errors, 0,
+                        (int)(sizeof err_cases / sizeof err_cases[0]));
+    tcase_add_test(tc, test_codec_error_body);
+    tcase_add_test(tc, test_codec_error_fixtures);
+    tcase_add_test(tc, test_codec_limits);
+    tcase_add_test(tc, test_codec_limits_maps_before_alloc);
+    tcase_add_test(tc, test_codec_format_known);
+    tcase_add_test(tc, test_codec_format_round_trip);
+    tcase_add_test(tc, test_codec_format_shortest);
+    tcase_add_test(tc, test_codec_writer_chunks_identical);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+#ifdef CODEC_TEST_STANDALONE
+int main(void)
+{
+    SRunner *sr = srunner_create(codec_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+#endif
