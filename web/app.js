@@ -89,6 +89,8 @@ function request_body() {
   }
   if (req === null || typeof req !== 'object' || Array.isArray(req)) return text;
   req.return_weights = 'per_head';
+  // Sparse top-k rows cannot be drawn as dense maps.
+  delete req.top_k;
   if ($('want-analysis').checked && req.analysis === undefined) req.analysis = true;
   if (b64 && req.encoding === undefined) req.encoding = 'base64';
   return JSON.stringify(req);
@@ -439,6 +441,9 @@ function open_zoom(title, values, describe, file) {
   const side = Math.max(300, Math.min(window.innerWidth - 160, window.innerHeight - 200, 1000));
   draw_heatmap(canvas, { values, n: state.att.n, m: state.att.m, rows: state.rows,
     cols: state.cols, vmax: vmax_of(values) }, side);
+  // Cells are whole pixels, so a long sequence may come out no larger than
+  // in the grid: scale the canvas up (pixelated) to the room there is.
+  if (canvas.width < side) canvas.style.width = `${side}px`;
   attach_hover(canvas, describe, () => {});
   const png = document.createElement('button');
   png.type = 'button';

@@ -25,6 +25,19 @@ const LUT = (() => {
   return lut;
 })();
 
+// The same colours as RGBA words for ImageData, opaque.
+const LUT32 = (() => {
+  const words = new Uint32Array(256);
+  const bytes = new Uint8Array(words.buffer);
+  for (let k = 0; k < 256; k++) {
+    bytes[k * 4] = LUT[k * 3];
+    bytes[k * 4 + 1] = LUT[k * 3 + 1];
+    bytes[k * 4 + 2] = LUT[k * 3 + 2];
+    bytes[k * 4 + 3] = 255;
+  }
+  return words;
+})();
+
 export function colour_css(t) {
   const k = Math.max(0, Math.min(255, Math.round(t * 255))) * 3;
   return `rgb(${LUT[k]}, ${LUT[k + 1]}, ${LUT[k + 2]})`;
@@ -77,24 +90,25 @@ export function draw_heatmap(canvas, map, max_plot) {
   ctx.fillStyle = '#ffffff';
   ctx.fillRect(0, 0, canvas.width, canvas.height);
 
-  // pass 1: the cells, one LUT lookup per cell, copied cell x cell times.
+  // pass 1: the cells, one LUT lookup per cell, written as whole RGBA
+  // words (the LUT is packed through a byte view, so endianness is moot).
   const img = ctx.createImageData(plot_w, plot_h);
-  const px = img.data;
+  const px = new Uint32Array(img.data.buffer);
   const vals = map.values;
   const inv = map.vmax > 0 ? 255 / map.vmax : 0;
   for (let i = 0; i < n; i++) {
     const row = i * m;
+    const line0 = i * cell * plot_w;
     for (let j = 0; j < m; j++) {
-      let k = Math.round(vals[row + j] * inv);
-      k = k < 0 ? 0 : k > 255 ? 255 : k;
-      const r = LUT[k * 3], g = LUT[k * 3 + 1], b = LUT[k * 3 + 2];
-      for (let y = 0; y < cell; y++) {
-        let o = ((i * cell + y) * plot_w + j * cell) * 4;
-        for (let x = 0; x < cell; x++, o += 4) {
-          px[o] = r; px[o + 1] = g; px[o + 2] = b; px[o + 3] = 255;
-        }
-      }
+      // NaN or negative maps to 0 (>= fails), anything past vmax to 255.
+      const v = vals[row + j] * inv + 0.5;
+      const colour = LUT32[v >= 1 ? (v < 255 ? v | 0 : 255) : 0];
+      const o = line0 + j * cell;
+      for (let x = 0; x < cell; x++) px[o + x] = colour;
     }
+    // The other lines of a cell row repeat the first one.
+    for (let y = 1; y < cell; y++)
+      px.copyWithin(line0 + y * plot_w, line0, line0 + plot_w);
   }
   ctx.putImageData(img, left, top);
 
