@@ -1,0 +1,469 @@
+#!/usr/bin/python3
+"""run_http.py: the driver of `make bench-http`, attnd against the FastAPI +
+PyTorch peer (tests/bench/peer/app.py) on the same requests, one server after
+the other, never both at once.
+
+For each server and each workload, on a freshly started server:
+  1. POST the body once and check the answer against a NumPy float64
+     reference, element-wise within 1e-4 * (1 + |ref|) (the contract's
+     tolerance), and against the other server's answer when there is one;
+     a wrong answer stops the benchmark (exit 1): nothing is timed.
+  2. time it: wrk (16 connections, one wrk thread, ~10 s) for workloads 1-2,
+     requests per second; curl (N sequential requests on one keep-alive
+     connection, time_total each) for workloads 3-4, median and p90;
+  3. read the server's peak RSS (VmHWM in /proc; for the peer, summed over
+     its processes: the uvicorn master and its two workers).
+Then prints a table with the absolute figures and the attnd/peer ratios
+against the goals of issue 6 (20x, 10x, 5x, 3x) and, for workload 4,
+meta.flops / meta.elapsed_ms against the cblas_sgemm peak measured by
+bench_lib --peak-only in the same run. Figures, never a failure on a time.
+
+    run_http.py --attnd build/attnd --peak-bin build/bench/bench_lib \
+        --out build/bench [--threads T] [--quick] [--peer-only]
+"""
+import argparse
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import http.client
+
+import numpy as np
+
+try:
+    import ujson as fastjson
+except ImportError:  # the benchmark's deps install it; json is the fallback
+    fastjson = json
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import gen_requests  # noqa: E402
+
+PY = "/usr/bin/python3"
+TOL = 1e-4
+
+# name, title, how it is timed, goal ratio (attnd over peer) or None
+WORKLOADS = [
+    ("w1", "1 small n=16 d=64 h=4 causal", "wrk", 20.0),
+    ("w2", "2 layer n=128 d=256 h=8", "wrk", 10.0),
+    ("w3", "3 maps n=512 d=768 h=12", "latency", 5.0),
+    ("w3_b64", "3 maps, base64", "latency", None),
+    ("w4", "4 outputs n=2048 d=256 h=8", "latency", 3.0),
+]
+
+
+# -- reference and answer checks ---------------------------------------------
+
+def reference(name):
+    """float64 output [n][d_out] and per-head weights [h][n][n] (or None)."""
+    n, d, h, mask, ret, _enc, _seed = gen_requests.WORKLOADS[name]
+    a = gen_requests.inputs(name)
+    dk = d // h
+
+    def heads(t):
+        return t.reshape(n, h, dk).transpose(1, 0, 2)
+
+    q, k, v = heads(a["x"] @ a["w_q"]), heads(a["x"] @ a["w_k"]), \
+        heads(a["x"] @ a["w_v"])
+    s = (q @ k.transpose(0, 2, 1)) / np.sqrt(dk)
+    if mask == "causal":
+        s = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, s)
+    s = s - s.max(axis=-1, keepdims=True)  # stable: the max is subtracted
+    w = np.exp(s)
+    w /= w.sum(axis=-1, keepdims=True)
+    out = (w @ v).transpose(1, 0, 2).reshape(n, d) @ a["w_o"]
+    return out, (w if ret == "per_head" else None)
+
+
+def decode(val):
+    if isinstance(val, dict):
+        raw = base64.b64decode(val["data"])
+        return np.frombuffer(raw, dtype="<f4").reshape(val["shape"]).astype(
+            np.float64)
+    return np.asarray(val, dtype=np.float64)
+
+
+def post_once(port, body, timeout=600):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", "/attend", body,
+                     {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def check_answer(server, name, port, body, ref, other):
+    """Checks one answer; returns (ok, answer arrays, meta, message)."""
+    status, data = post_once(port, body)
+    if status != 200:
+        return False, None, None, "%s %s: HTTP %d: %s" % (
+            server, name, status, data[:300].decode("utf-8", "replace"))
+    resp = fastjson.loads(data)
+    got = {"output": decode(resp["output"])}
+    want = {"output": ref[0]}
+    if ref[1] is not None:
+        if "attention" not in resp:
+            return False, None, None, "%s %s: no attention" % (server, name)
+        got["attention"] = decode(resp["attention"])
+        want["attention"] = ref[1]
+    msgs, ok = [], True
+    for key in want:
+        if got[key].shape != want[key].shape:
+            return False, None, None, "%s %s: %s shape %s, expected %s" % (
+                server, name, key, got[key].shape, want[key].shape)
+        scale = 1.0 + np.abs(want[key])
+        err = float(np.max(np.abs(got[key] - want[key]) / scale))
+        ok &= err <= TOL
+        msg = "%s err/(1+|ref|) %.2e" % (key, err)
+        if other is not None:
+            agree = float(np.max(np.abs(got[key] - other[key]) / scale))
+            ok &= agree <= TOL
+            msg += ", vs peer %.2e" % agree
+        msgs.append(msg)
+    return ok, got, resp.get("meta", {}), "%s %-7s %s: %s" % (
+        server, name, "ok" if ok else "MISMATCH", "; ".join(msgs))
+
+
+# -- servers ----------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A server process started in its own session, so that it and its
+    workers are stopped together and by their own ids."""
+
+    def __init__(self, kind, cmd, env, port):
+        self.kind, self.port = kind, port
+        self.proc = subprocess.Popen(cmd, env=env, start_new_session=True,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+
+    def wait_ready(self, timeout=90):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited with %d: %s" % (
+                    self.kind, self.proc.returncode,
+                    self.proc.stderr.read().decode()[-2000:]))
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port,
+                                                  timeout=2)
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    conn.close()
+                    return
+                conn.close()
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("%s not ready after %d s" % (self.kind, timeout))
+
+    def pids(self):
+        """Processes of this server's session (the master and its workers)."""
+        out = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[3]) == self.proc.pid:  # session id
+                    out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+        return out
+
+    def peak_rss_mib(self):
+        total = 0
+        for pid in self.pids():
+            try:
+                with open("/proc/%d/status" % pid) as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            total += int(line.split()[1])
+            except OSError:
+                pass
+        return total / 1024.0
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        # uvicorn's workers leave with their master; make sure of it
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def start(kind, args, port):
+    env = dict(os.environ)
+    if kind == "peer":
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        cmd = [PY, "-m", "uvicorn", "app:app", "--app-dir",
+               os.path.join(HERE, "peer"), "--host", "127.0.0.1", "--port",
+               str(port), "--workers", "2", "--log-level", "warning",
+               "--no-access-log"]
+    else:
+        # attnd runs with its own defaults: nothing from this environment
+        # tunes its BLAS threads.
+        env.pop("OPENBLAS_NUM_THREADS", None)
+        cmd = [args.attnd, "--port", str(port), "--quiet"]
+    s = Server(kind, cmd, env, port)
+    try:
+        s.wait_ready()
+    except RuntimeError:
+        s.stop()
+        raise
+    return s
+
+
+# -- timing -----------------------------------------------------------------
+
+def run_wrk(port, body_path, seconds):
+    env = dict(os.environ, BENCH_BODY=body_path)
+    cmd = ["wrk", "-t1", "-c16", "-d%ds" % seconds, "--timeout", "60s",
+           "-s", os.path.join(HERE, "post.lua"),
+           "http://127.0.0.1:%d/attend" % port]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    m = re.search(r"^BENCH_JSON (.*)$", res.stdout, re.M)
+    if not m:
+        raise RuntimeError("wrk: %s %s" % (res.stdout, res.stderr))
+    j = json.loads(m.group(1))
+    j["rps"] = j["requests"] / (j["duration_us"] * 1e-6)
+    j["errors"] = (j["non2xx"] + j["connect_errors"] + j["read_errors"]
+                   + j["write_errors"] + j["timeouts"])
+    return j
+
+
+def run_latency(port, body_path, count):
+    """count sequential POSTs on one keep-alive connection (curl reuses it
+    across the repeated URL); time_total of each, in ms."""
+    url = "http://127.0.0.1:%d/attend" % port
+    cmd = ["curl", "-sS", "--data-binary", "@" + body_path,
+           "-H", "Content-Type: application/json", "-H", "Expect:",
+           "-w", "%{http_code} %{time_total} %{size_download} "
+                 "%{num_connects}\\n"]
+    for _ in range(count):
+        cmd += ["-o", "/dev/null", url]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    times, codes, size, connects = [], [], 0, 0
+    for line in res.stdout.split("\n"):
+        parts = line.split()
+        if len(parts) == 4:
+            codes.append(parts[0])
+            times.append(float(parts[1]) * 1e3)
+            size = int(parts[2])
+            connects += int(parts[3])
+    if len(times) != count:
+        raise RuntimeError("curl: %s %s" % (res.stdout, res.stderr))
+    times.sort()
+    return {"n": count, "p50_ms": statistics.median(times),
+            "p90_ms": times[min(count - 1, int(np.ceil(0.9 * count)) - 1)],
+            "min_ms": times[0], "non200": sum(c != "200" for c in codes),
+            "response_bytes": size, "connections": connects}
+
+
+def meta_rate(port, body, count):
+    """meta.flops / meta.elapsed_ms over count untimed requests: median
+    GFLOP/s of the server's compute and the median elapsed_ms."""
+    rates, elapsed = [], []
+    for _ in range(count):
+        status, data = post_once(port, body)
+        if status != 200:
+            continue
+        i = data.rfind(b'"meta"')
+        meta = fastjson.loads(data[data.index(b"{", i):data.index(b"}", i) + 1])
+        rates.append(meta["flops"] / (meta["elapsed_ms"] * 1e-3) * 1e-9)
+        elapsed.append(meta["elapsed_ms"])
+    if not rates:
+        return None
+    return {"gflops": statistics.median(rates),
+            "elapsed_ms": statistics.median(elapsed),
+            "flops": meta["flops"], "samples": len(rates)}
+
+
+# -- the run ----------------------------------------------------------------
+
+def bench_server(kind, args, bodies, refs, answers, results):
+    for name, title, how, _goal in WORKLOADS:
+        port = free_port()
+        srv = start(kind, args, port)
+        try:
+            with open(bodies[name], "rb") as f:
+                body = f.read()
+            ok, got, meta, msg = check_answer(
+                kind, name, port, body, refs[name],
+                answers.get(("peer", name)) if kind == "attnd" else None)
+            print("  check " + msg, flush=True)
+            if not ok:
+                raise SystemExit("bench-http: wrong answer from %s on %s: "
+                                 "not timing" % (kind, name))
+            answers[(kind, name)] = got
+            r = {"meta_elapsed_ms": meta.get("elapsed_ms")}
+            if how == "wrk":
+                r.update(run_wrk(port, bodies[name], args.wrk_seconds))
+                print("  %-6s %-8s %9.1f req/s  p50 %.1f ms  p90 %.1f ms  "
+                      "(%d requests, %d errors)" % (
+                          kind, name, r["rps"], r["lat_p50_us"] / 1e3,
+                          r["lat_p90_us"] / 1e3, r["requests"], r["errors"]),
+                      flush=True)
+            else:
+                r.update(run_latency(port, bodies[name], args.latency_n))
+                print("  %-6s %-8s p50 %9.1f ms  p90 %9.1f ms  (%d requests,"
+                      " %d non-200, response %d bytes, %d connection(s))" % (
+                          kind, name, r["p50_ms"], r["p90_ms"], r["n"],
+                          r["non200"], r["response_bytes"],
+                          r["connections"]), flush=True)
+                if name == "w4":
+                    r["compute"] = meta_rate(port, body, args.meta_n)
+            r["peak_rss_mib"] = srv.peak_rss_mib()
+            r["processes"] = len(srv.pids())
+            results[(kind, name)] = r
+        finally:
+            srv.stop()
+
+
+def sgemm_peak(args):
+    """Best-of-5 cblas_sgemm 2048^3 GFLOP/s with T threads (bench_lib)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads))
+    out = subprocess.run([args.peak_bin, "--peak-only", "--threads",
+                          str(args.threads)], env=env,
+                         capture_output=True, text=True).stdout.strip()
+    try:
+        return float(out)
+    except ValueError:
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--attnd", default="build/attnd")
+    ap.add_argument("--peak-bin", default="build/bench/bench_lib")
+    ap.add_argument("--out", default="build/bench")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--peer-only", action="store_true")
+    args = ap.parse_args()
+    args.wrk_seconds = 3 if args.quick else 10
+    args.latency_n = 3 if args.quick else 20
+    args.meta_n = 3 if args.quick else 10
+    for tool in ("wrk", "curl"):
+        if not shutil.which(tool):
+            print("bench-http: %s not found (make bench-deps)" % tool)
+            return 1
+
+    print("bench-http: %s UTC, %d CPUs, %s run" % (
+        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), os.cpu_count(),
+        "quick" if args.quick else "full"), flush=True)
+    subprocess.check_call([PY, os.path.join(HERE, "gen_requests.py"),
+                           args.out])
+    bodies = {name: os.path.join(args.out, "requests", name + ".json")
+              for name in gen_requests.WORKLOADS}
+    refs = {name: reference(name) for name, *_ in WORKLOADS}
+
+    peak = None
+    if os.path.exists(args.peak_bin):
+        peak = sgemm_peak(args)
+        print("cblas_sgemm 2048^3 peak, %d threads: %s GFLOP/s" % (
+            args.threads, "%.1f" % peak if peak else "?"))
+
+    attnd_ok = not args.peer_only and os.access(args.attnd, os.X_OK)
+    if not attnd_ok and not args.peer_only:
+        print("bench-http: %s is not built: measuring the peer alone"
+              % args.attnd)
+    answers, results = {}, {}
+    servers = ["peer"] + (["attnd"] if attnd_ok else [])
+    for kind in servers:
+        print("\n== %s" % ("peer: FastAPI + uvicorn (2 workers, h11), "
+                           "PyTorch CPU (1 thread per worker), ujson"
+                           if kind == "peer" else
+                           "attnd: %s --port P --quiet (its defaults)"
+                           % args.attnd), flush=True)
+        bench_server(kind, args, bodies, refs, answers, results)
+
+    if os.path.exists(args.peak_bin):
+        # A second reading after the servers: a busy shared machine only
+        # ever lowers one, so the higher of the two is the peak.
+        peak_end = sgemm_peak(args)
+        print("\ncblas_sgemm 2048^3 peak again after the runs: %s GFLOP/s" % (
+            "%.1f" % peak_end if peak_end else "?"))
+        if peak_end and (not peak or peak_end > peak):
+            peak = peak_end
+    report(args, results, peak, servers)
+    with open(os.path.join(args.out, "http.json"), "w") as f:
+        json.dump({"%s/%s" % k: v for k, v in results.items()}, f, indent=1)
+    print("\nwrote %s" % os.path.join(args.out, "http.json"))
+    return 0
+
+
+def report(args, results, peak, servers):
+    print("\n== results (%s run; wrk -t1 -c16 -d%ds; latency: %d sequential "
+          "requests with curl)" % ("quick" if args.quick else "full",
+                                   args.wrk_seconds, args.latency_n))
+    hdr = "%-28s %-14s %-16s %-16s %8s %6s %-8s %9s %9s" % (
+        "workload", "measure", "peer", "attnd", "ratio", "goal", "",
+        "attnd RSS", "peer RSS")
+    print(hdr)
+    print("-" * len(hdr))
+    for name, title, how, goal in WORKLOADS:
+        p, a = results.get(("peer", name)), results.get(("attnd", name))
+        if how == "wrk":
+            meas = "req/s"
+            pv = "%.1f" % p["rps"] if p else "-"
+            av = "%.1f" % a["rps"] if a else "-"
+            ratio = a["rps"] / p["rps"] if (a and p) else None
+        else:
+            meas = "p50 (p90) ms"
+            pv = "%.1f (%.1f)" % (p["p50_ms"], p["p90_ms"]) if p else "-"
+            av = "%.1f (%.1f)" % (a["p50_ms"], a["p90_ms"]) if a else "-"
+            ratio = p["p50_ms"] / a["p50_ms"] if (a and p) else None
+        verdict = ""
+        if ratio is not None and goal:
+            verdict = "MET" if ratio >= goal else "NOT MET"
+        print("%-28s %-14s %-16s %-16s %8s %6s %-8s %9s %9s" % (
+            title, meas, pv, av, "%.1fx" % ratio if ratio else "-",
+            "%.0fx" % goal if goal else "", verdict,
+            "%.0f MiB" % a["peak_rss_mib"] if a else "-",
+            "%.0f MiB" % p["peak_rss_mib"] if p else "-"))
+    for kind in servers:
+        bad = [n for (k, n), r in results.items() if k == kind and
+               (r.get("errors") or r.get("non200"))]
+        if bad:
+            print("  %s answered errors during timing in: %s" % (
+                kind, ", ".join(bad)))
+    for kind in servers:
+        c = results.get((kind, "w4"), {}).get("compute")
+        if c:
+            frac = ""
+            if peak:
+                frac = ", %.1f%% of the sgemm peak %.1f GFLOP/s" % (
+                    100 * c["gflops"] / peak, peak)
+                if kind == "attnd":
+                    frac += " (goal >= 50%%): %s" % (
+                        "MET" if c["gflops"] / peak >= 0.5 else "NOT MET")
+            print("workload 4 compute, %s: meta.flops / meta.elapsed_ms = "
+                  "%.1f GFLOP/s (elapsed %.1f ms, median of %d)%s" % (
+                      kind, c["gflops"], c["elapsed_ms"], c["samples"], frac))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
