@@ -8,7 +8,7 @@
 # PNG, request bodies) go to $(BUILD)/bench/. Not part of `make test`.
 
 BENCH_DEB_PACKAGES := wrk hyperfine gnuplot-nox python3-torch python3-numpy \
-                      python3-fastapi python3-uvicorn python3-ujson
+                      python3-fastapi python3-uvicorn python3-ujson curl
 BENCH_PY := /usr/bin/python3
 BENCH_QUICK ?=
 BENCH_THREADS ?= $(shell nproc 2>/dev/null || echo 1)
