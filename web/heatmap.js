@@ -144,7 +144,10 @@ export function draw_heatmap(canvas, map, max_plot) {
   ctx.lineWidth = 1;
   ctx.strokeRect(left - 0.5, top - 0.5, plot_w + 1, plot_h + 1);
 
-  canvas.heatmap = { map, cell, left, top, plot_w, plot_h, img, cursor: null };
+  // The cursor outline reaches 3 pixels past its cell, so past the plot at
+  // its edges: keep the plot with that margin to restore it exactly.
+  const saved = ctx.getImageData(left - 3, top - 3, plot_w + 6, plot_h + 6);
+  canvas.heatmap = { map, cell, left, top, plot_w, plot_h, saved, cursor: null };
   canvas.dataset.plotLeft = String(left);
   canvas.dataset.plotTop = String(top);
   canvas.dataset.cell = String(cell);
@@ -183,7 +186,7 @@ export function set_cursor(canvas, c) {
   const h = canvas.heatmap;
   if (!h) return;
   const ctx = canvas.getContext('2d');
-  ctx.putImageData(h.img, h.left, h.top);
+  ctx.putImageData(h.saved, h.left - 3, h.top - 3);
   h.cursor = c;
   if (!c) return;
   const w = Math.max(h.cell, 3);
