@@ -211,9 +211,14 @@ int attn__softmax_row(float *s, size_t len, size_t visible,
 #endif
         max = attn__max_scalar(s, visible);
     if (max == -INFINITY) {
-        for (j = 0; j < visible; j++)
+        /* a masked row, or finite scores that overflowed to -inf: only the
+         * first is a row of zeros */
+        int overflow = 0;
+        for (j = 0; j < visible; j++) {
+            overflow |= pad == NULL || !pad[j];
             s[j] = 0.0f;
-        return 1;
+        }
+        return overflow ? -1 : 1;
     }
     if (!isfinite(max))
         return -1;

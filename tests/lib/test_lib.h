@@ -25,6 +25,7 @@ Suite *tl_suite_lesson(void);
 Suite *tl_suite_errors(void);
 Suite *tl_suite_alloc(void);
 Suite *tl_suite_exec(void);
+Suite *tl_suite_analysis(void);
 
 /* -- deterministic random numbers (splitmix64) ----------------------------- */
 
