@@ -72,7 +72,7 @@ web-npm:
 	    npm ci --no-audit --no-fund --loglevel=error; fi
 
 # Starts the real attnd on a free port, drives the page, kills the server.
-test-browser: $(BUILD)/attnd
+test-browser: $(BUILD)/attnd web-npm
 	ATTND_BIN=$(abspath $(BUILD)/attnd) \
 	  SCREENSHOT=$(abspath $(BUILD)/dashboard.png) \
 	  node tests/browser/dashboard.test.mjs

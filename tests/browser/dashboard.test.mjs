@@ -211,6 +211,18 @@ async function main() {
     const mean_tip = await hover_cell(page, '#mean-card canvas', it, animal);
     check(tooltip_weight(mean_tip) === mean.toFixed(4), `mean-map tooltip shows ${mean.toFixed(4)}`, mean_tip);
 
+    // Per-head figures beside each map exactly when the service sends them.
+    const figures = page.locator('dd[data-figure="entropy"]');
+    const an = ref.json.analysis;
+    if (an && Array.isArray(an.heads)) {
+      check(await figures.count() === heads, 'an entropy figure beside every head',
+        `found ${await figures.count()}`);
+      const shown = await figures.first().textContent();
+      check(shown === Number(an.heads[0].entropy).toFixed(3), `head 0's entropy shows ${Number(an.heads[0].entropy).toFixed(3)}`, shown);
+    } else {
+      check(await figures.count() === 0, 'no analysis figures when the response has no analysis');
+    }
+
     // Clicking a head opens the enlarged view; Escape closes it.
     await page.locator('canvas[data-head="0"]').click();
     check(await page.locator('#zoom[open] canvas').count() === 1, 'clicking a head opens the enlarged map');
@@ -231,6 +243,30 @@ async function main() {
       console.log(`  screenshot: ${SCREENSHOT}`);
     }
 
+    // -- causal mask and padding from the form -------------------------------
+    await page.selectOption('#mask', 'causal');
+    await page.fill('#padding', '2');
+    const masked_body = await run_page(page, true);
+    const masked_req = JSON.parse(masked_body);
+    const mn = masked_req.tokens.length;
+    check(masked_req.mask === 'causal' && masked_req.key_padding_mask?.length === mn &&
+      masked_req.key_padding_mask.filter(Boolean).length === 2 &&
+      masked_req.key_padding_mask[mn - 1] === true,
+      'the generated request carries the causal mask and 2 trailing padded keys');
+    const masked_ref = await post(base, masked_body);
+    const ma = masked_ref.json.attention;
+    for (const [h, q, k, why] of [[2, 3, 5, 'a future key'], [1, mn - 1, mn - 2, 'a padded key'],
+      [1, 4, 2, 'a visible key']]) {
+      const tip = await hover_cell(page, `canvas[data-head="${h}"]`, q, k);
+      const want = ma?.[h]?.[q]?.[k]?.toFixed(4);
+      check(masked_ref.status === 200 && tooltip_weight(tip) === want,
+        `causal + padding: head ${h}, query ${q}, key ${k} (${why}) shows ${want}`, tip);
+    }
+    check(ma?.[2]?.[3]?.[5] === 0 && ma?.[1]?.[mn - 1]?.[mn - 2] === 0,
+      'the service gives masked keys weight 0');
+    await page.selectOption('#mask', 'none');
+    await page.fill('#padding', '0');
+
     // -- exports -------------------------------------------------------------
     const png_dl = page.waitForEvent('download');
     await page.locator('canvas[data-head="0"] ~ .map-actions button', { hasText: 'PNG' }).click();
@@ -242,9 +278,10 @@ async function main() {
     const json_dl = page.waitForEvent('download');
     await page.click('#export-json');
     const exported = JSON.parse(fs.readFileSync(await (await json_dl).path(), 'utf8'));
-    const exported_w = exported.attention?.[1]?.[it]?.[animal];
-    check(typeof exported_w === 'number' && Math.abs(exported_w - att[1][it][animal]) <= 1e-6,
-      'JSON export holds the response (head 1, "it" -> "animal" within 1e-6 of node\'s answer)',
+    const exported_w = exported.attention?.[1]?.[4]?.[2];
+    check(exported.meta?.mask === 'causal' && typeof exported_w === 'number' &&
+      Math.abs(exported_w - ma[1][4][2]) <= 1e-6,
+      'JSON export holds the last response (head 1, query 4, key 2 within 1e-6 of node\'s answer)',
       String(exported_w));
 
     // -- a pasted batched cross-attention request, base64 both ways ----------
