@@ -1,0 +1,250 @@
+/* bench_codec.c: micro-benchmark of the JSON codec on the contract's
+ * workload 3 (n = 512, d_model = 768, 12 heads, per-head maps): parsing with
+ * jansson vs the codec's reader, the library call, writing the response
+ * (JSON and base64), and the cost of one float32 -> text conversion by each
+ * candidate. Prints figures (best of a few runs); never fails on a time.
+ * `make bench-codec`. */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "codec.h"
+#include "codec_int.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void put(sbuf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+        if (b->s == NULL) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void puts_(sbuf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+static uint32_t rng = 1;
+
+static float frand(void)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return ((float)(rng >> 8) / 16777216.0f - 0.5f) * 0.2f;
+}
+
+/* A [rows][cols] matrix of random values, written with %.9g as a client
+ * (numpy's repr, JSON.stringify) writes full-precision float32. */
+static void matrix(sbuf *b, const char *name, size_t rows, size_t cols)
+{
+    char num[32];
+    size_t r, c;
+    int n;
+
+    put(b, ",\"", 2);
+    puts_(b, name);
+    put(b, "\":[", 3);
+    for (r = 0; r < rows; r++) {
+        put(b, r ? ",[" : "[", r ? 2 : 1);
+        for (c = 0; c < cols; c++) {
+            n = snprintf(num, sizeof num, "%s%.9g", c ? "," : "",
+                         (double)frand());
+            put(b, num, (size_t)n);
+        }
+        put(b, "]", 1);
+    }
+    put(b, "]", 1);
+}
+
+static char *workload3(size_t *len, size_t *numbers)
+{
+    sbuf b = {0};
+    const size_t n = 512, d = 768;
+
+    puts_(&b, "{\"num_heads\":12");
+    matrix(&b, "x", n, d);
+    matrix(&b, "w_q", d, d);
+    matrix(&b, "w_k", d, d);
+    matrix(&b, "w_v", d, d);
+    puts_(&b, "}");
+    *len = b.len;
+    *numbers = n * d + 3 * d * d;
+    return b.s;
+}
+
+/* %.6g .. %.9g until strtof reads back the same float: correct, shortest in
+ * digit count, slow. */
+static size_t fmt_try(float v, char *buf)
+{
+    int p, n = 0;
+    for (p = 6; p <= 9; p++) {
+        n = snprintf(buf, 32, "%.*g", p, (double)v);
+        if (strtof(buf, NULL) == v)
+            break;
+    }
+    return (size_t)n;
+}
+
+static size_t fmt_9g(float v, char *buf)
+{
+    return (size_t)snprintf(buf, 32, "%.9g", (double)v);
+}
+
+static size_t fmt_17g(float v, char *buf)
+{
+    return (size_t)snprintf(buf, 32, "%.17g", (double)v);
+}
+
+static size_t fmt_codec(float v, char *buf)
+{
+    return codec_num_format(v, buf);
+}
+
+static void bench_format(const char *name, size_t (*f)(float, char *),
+                         const float *v, size_t count)
+{
+    char buf[64];
+    size_t i, total = 0;
+    double best = 1e30, t;
+    int rep;
+
+    for (rep = 0; rep < 3; rep++) {
+        t = now();
+        for (i = 0; i < count; i++)
+            total += f(v[i], buf);
+        t = now() - t;
+        if (t < best)
+            best = t;
+    }
+    printf("  %-34s %7.1f ns/number  (%.2f chars avg)\n", name,
+           best / (double)count * 1e9, (double)total / 3.0 / (double)count);
+}
+
+int main(void)
+{
+    size_t len, numbers, i, out_len;
+    char *body = workload3(&len, &numbers);
+    limits_config lim;
+    json_error_t je;
+    double t, best_j = 1e30, best_c = 1e30, best_w = 1e30, best_b = 1e30;
+    double run_ms = 0;
+    int rep;
+    codec_request *req = NULL;
+    codec_error err = {0};
+    char *chunk = malloc(1 << 16);
+
+    limits_defaults(&lim);
+    printf("workload 3 request: %zu numbers, %.1f MB of JSON\n", numbers,
+           (double)len / 1e6);
+
+    for (rep = 0; rep < 3; rep++) {
+        json_t *root;
+        t = now();
+        root = json_loadb(body, len, 0, &je);
+        t = now() - t;
+        if (root == NULL) {
+            printf("jansson failed: %s\n", je.text);
+            return 1;
+        }
+        json_decref(root);
+        if (t < best_j)
+            best_j = t;
+    }
+    for (rep = 0; rep < 3; rep++) {
+        t = now();
+        if (codec_parse(body, len, &lim, &req, &err) != 0) {
+            printf("codec_parse failed: %s\n", err.message);
+            return 1;
+        }
+        t = now() - t;
+        if (rep < 2)
+            codec_request_free(req);
+        if (t < best_c)
+            best_c = t;
+    }
+    printf("parse  jansson json_loadb (tree only)   %8.1f ms  %6.1f ns/number\n",
+           best_j * 1e3, best_j / (double)numbers * 1e9);
+    printf("parse  codec_parse (validated buffers)  %8.1f ms  %6.1f ns/number\n",
+           best_c * 1e3, best_c / (double)numbers * 1e9);
+
+    if (codec_run(req, NULL, &err, NULL) != 0) {
+        printf("codec_run failed: %s\n", err.message);
+        return 1;
+    }
+    run_ms = req->elapsed_ms;
+    printf("compute attn_forward (calling thread)   %8.1f ms  (%.2f GFLOP)\n",
+           run_ms, (double)req->flops * 1e-9);
+
+    /* the writer takes the request; re-parse and re-run for each pass */
+    for (rep = 0; rep < 4; rep++) {
+        codec_writer *w;
+        size_t got;
+        int b64 = rep >= 2;
+        if (rep > 0) {
+            if (codec_parse(body, len, &lim, &req, &err) != 0 ||
+                codec_run(req, NULL, &err, NULL) != 0) {
+                printf("failed: %s\n", err.message);
+                return 1;
+            }
+        }
+        req->base64_out = b64;
+        w = codec_writer_new(req);
+        out_len = 0;
+        t = now();
+        while ((got = codec_writer_read(w, chunk, 1 << 16)) > 0)
+            out_len += got;
+        t = now() - t;
+        codec_writer_free(w);
+        if (!b64 && t < best_w)
+            best_w = t;
+        if (b64 && t < best_b)
+            best_b = t;
+        if (rep == 1)
+            printf("write  JSON   %.1f MB  %8.1f ms  %6.1f ns/number\n",
+                   (double)out_len / 1e6, best_w * 1e3,
+                   best_w / (512.0 * 768 + 12.0 * 512 * 512) * 1e9);
+        if (rep == 3)
+            printf("write  base64 %.1f MB  %8.1f ms\n",
+                   (double)out_len / 1e6, best_b * 1e3);
+    }
+
+    {
+        /* per-number costs on realistic values: outputs ~N(0, 0.1) and
+         * attention weights in (0, 1) */
+        size_t count = 1000000;
+        float *v = malloc(count * sizeof(float));
+        for (i = 0; i < count; i++)
+            v[i] = (i & 1) ? frand() : (frand() + 0.1f) * 5.0f;
+        printf("float32 -> text, %zu values:\n", count);
+        bench_format("codec_num_format (dragonbox)", fmt_codec, v, count);
+        bench_format("snprintf %.9g (round-trips, long)", fmt_9g, v, count);
+        bench_format("snprintf %.17g (jansson's way)", fmt_17g, v, count);
+        bench_format("%.6g..%.9g until strtof agrees", fmt_try, v, count);
+        free(v);
+    }
+    free(chunk);
+    free(body);
+    return 0;
+}
