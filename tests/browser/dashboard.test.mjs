@@ -157,11 +157,14 @@ async function main() {
     const foreign = [];
     const failed = [];
     let expecting_http_error = false;
+    let aborting = false;
     page.on('console', (msg) => {
       if (msg.type() !== 'error') return;
       // Chromium logs every non-2xx fetch as "Failed to load resource"; the
       // error steps below provoke exactly those on purpose.
       if (expecting_http_error && /Failed to load resource: the server responded with a status of 4\d\d/.test(msg.text()))
+        return;
+      if (aborting && /Failed to load resource: net::ERR_CONNECTION_RESET/.test(msg.text()))
         return;
       console_errors.push(msg.text());
     });
@@ -169,7 +172,10 @@ async function main() {
     page.on('request', (r) => {
       if (new URL(r.url()).origin !== origin) foreign.push(r.url());
     });
-    page.on('requestfailed', (r) => failed.push(`${r.url()} ${r.failure()?.errorText}`));
+    page.on('requestfailed', (r) => {
+      // The network-failure step aborts /attend on purpose.
+      if (!(aborting && r.url().endsWith('/attend'))) failed.push(`${r.url()} ${r.failure()?.errorText}`);
+    });
 
     console.log(`dashboard at ${base}/`);
     const home = await page.goto(`${base}/`);
@@ -342,6 +348,17 @@ async function main() {
     check(broken_text.includes('invalid_json') && broken_text.includes('400'),
       '#error shows HTTP 400 invalid_json for a body that is not JSON', broken_text);
     expecting_http_error = false;
+
+    // A network failure (the request aborted before any answer) is shown too.
+    await page.fill('#request-json', JSON.stringify(cross));
+    await page.route('**/attend', (route) => route.abort('connectionreset'));
+    aborting = true;
+    await page.click('#run');
+    await page.waitForSelector('#error:not([hidden])');
+    const net_text = (await page.textContent('#error')) ?? '';
+    check(net_text.includes('network_error'), '#error shows a network failure as network_error', net_text);
+    await page.unroute('**/attend');
+    aborting = false;
 
     // A form error is shown without sending anything.
     await page.check('#source-generate');
