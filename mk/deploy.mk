@@ -1,0 +1,62 @@
+# mk/deploy.mk: offline checks of the container image and the Kubernetes
+# deployment (Dockerfile, deploy/, tests/deploy). No Docker engine or cluster
+# is needed: the manifests are validated against the API types, the
+# Dockerfile is linted and its runtime packages compared with what
+# $(BUILD)/attnd links, and the binary is started as the container and the
+# kubelet would start and probe it.
+#
+#   make test-deploy   the checks (after `make deps-test`)
+
+DEPLOY_DIR := tests/deploy
+PROMTOOL := $(BUILD)/tools/prometheus/usr/bin/promtool
+
+# iproute2: `ip link set lo up` in the private network namespace the runtime
+# checks use, so attnd can listen on the image's own port 8080 without
+# colliding with anything else on the machine.
+DEB_TEST_PACKAGES += iproute2
+DEPS_EXTRA += deploy-npm $(PROMTOOL)
+TEST_TARGETS += test-deploy
+
+.PHONY: deploy-npm test-deploy
+
+# npm from Debian only when the machine has none (as mk/web.mk does: a node
+# from elsewhere brings its own npm, which Debian's would conflict with).
+deploy-npm:
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing: nodejs npm"; \
+	    apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      --no-install-recommends nodejs npm >/dev/null || exit 1; \
+	  else echo "missing: npm (apt-get install nodejs npm)"; exit 1; fi; \
+	fi
+	@if [ ! -f $(DEPLOY_DIR)/node_modules/.package-lock.json ] || \
+	    [ $(DEPLOY_DIR)/package-lock.json -nt \
+	      $(DEPLOY_DIR)/node_modules/.package-lock.json ]; then \
+	  cd $(DEPLOY_DIR) && npm ci --no-audit --no-fund --loglevel=error; fi
+
+# promtool from Debian's prometheus package, unpacked under $(BUILD)/tools and
+# never installed: the package would also install and start a server.
+$(PROMTOOL):
+	@rm -rf $(BUILD)/tools/prometheus.dl && mkdir -p $(BUILD)/tools/prometheus.dl
+	@cd $(BUILD)/tools/prometheus.dl && \
+	  { apt-get download prometheus >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get download prometheus; }; }
+	dpkg-deb -x $(BUILD)/tools/prometheus.dl/prometheus_*.deb $(BUILD)/tools/prometheus
+	@rm -rf $(BUILD)/tools/prometheus.dl
+	@test -x $@ && touch $@
+
+# One node --test run over both files, inside a private network namespace
+# when this user may make one (root), else on the host's network with an
+# ephemeral port instead of the image's (test-runtime.mjs says so).
+DEPLOY_TESTS := test-static.mjs test-runtime.mjs
+test-deploy: $(BUILD)/attnd
+	@test -d $(DEPLOY_DIR)/node_modules || \
+	  { echo "tests/deploy: npm packages missing (make deps-extra)"; exit 1; }
+	@test -x $(PROMTOOL) || { echo "promtool missing (make $(PROMTOOL))"; exit 1; }
+	@cd $(DEPLOY_DIR) && \
+	  export ATTND_BIN=$(abspath $(BUILD)/attnd) PROMTOOL=$(abspath $(PROMTOOL)); \
+	  if unshare --net true 2>/dev/null && command -v ip >/dev/null 2>&1; then \
+	    ATTND_DEPLOY_NETNS=1 unshare --net -- sh -c \
+	      'ip link set lo up && exec node --test $(DEPLOY_TESTS)'; \
+	  else node --test $(DEPLOY_TESTS); fi
