@@ -236,6 +236,11 @@ function select_batch(b) {
   }
 }
 
+// The colour scale's exponent: square root for the "sqrt" choice.
+function gamma_of() {
+  return $('scale-mode').value === 'sqrt' ? 0.5 : 1;
+}
+
 function vmax_of(w) {
   if ($('scale-mode').value === 'unit') return 1;
   let mx = 0;
@@ -261,7 +266,7 @@ function render() {
   }
   $('legend-label').textContent = $('scale-mode').value === 'unit' ? 'Weight'
     : 'Weight as a fraction of each map\'s maximum (given in its caption)';
-  draw_legend($('legend'), 1);
+  draw_legend($('legend'), 1, gamma_of());
 
   const mean_card = $('mean-card');
   mean_card.replaceChildren(map_figure({
@@ -293,7 +298,7 @@ function map_figure({ title, values, file, head, describe }) {
   canvas.setAttribute('aria-label', `${title}: attention weights, ${state.att.n} queries by ${state.att.m} keys. ` +
     'Arrow keys read cells; Enter enlarges.');
   draw_heatmap(canvas, { values, n: state.att.n, m: state.att.m, rows: state.rows,
-    cols: state.cols, vmax }, GRID_PLOT);
+    cols: state.cols, vmax, gamma: gamma_of() }, GRID_PLOT);
   attach_hover(canvas, describe, () => open_zoom(title, values, describe, file));
   const bar = document.createElement('div');
   bar.className = 'map-actions';
@@ -440,7 +445,7 @@ function open_zoom(title, values, describe, file) {
   canvas.dataset.view = 'zoom';
   const side = Math.max(300, Math.min(window.innerWidth - 160, window.innerHeight - 200, 1000));
   draw_heatmap(canvas, { values, n: state.att.n, m: state.att.m, rows: state.rows,
-    cols: state.cols, vmax: vmax_of(values) }, side);
+    cols: state.cols, vmax: vmax_of(values), gamma: gamma_of() }, side);
   // Cells are whole pixels, so a long sequence may come out no larger than
   // in the grid: scale the canvas up (pixelated) to the room there is.
   if (canvas.width < side) canvas.style.width = `${side}px`;

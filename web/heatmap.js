@@ -61,7 +61,9 @@ function tick_step(count) {
 
 // Lays out and draws map into canvas.
 //   map: { values: n*m row-major weights, n, m, rows: [n] labels,
-//          cols: [m] labels, vmax: top of the colour scale }
+//          cols: [m] labels, vmax: top of the colour scale,
+//          gamma: optional exponent on weight / vmax (0.5 lifts the small
+//          weights of long sequences out of the dark end) }
 //   max_plot: the largest side of the plot area in canvas pixels; cells are
 //             square, 1 to 28 pixels.
 // The layout is kept on the canvas (canvas.heatmap) for cell_at(), the
@@ -90,19 +92,25 @@ export function draw_heatmap(canvas, map, max_plot) {
   ctx.fillStyle = '#ffffff';
   ctx.fillRect(0, 0, canvas.width, canvas.height);
 
-  // pass 1: the cells, one LUT lookup per cell, written as whole RGBA
-  // words (the LUT is packed through a byte view, so endianness is moot).
+  // pass 1: the cells. Weights are binned into 1024 steps of [0, vmax]
+  // whose colours (after the optional gamma) are looked up once per draw;
+  // each cell is then one table lookup written as whole RGBA words.
+  const gamma = map.gamma ?? 1;
+  const steps = 1024;
+  const table = new Uint32Array(steps);
+  for (let s = 0; s < steps; s++)
+    table[s] = LUT32[Math.round(255 * Math.pow(s / (steps - 1), gamma))];
   const img = ctx.createImageData(plot_w, plot_h);
   const px = new Uint32Array(img.data.buffer);
   const vals = map.values;
-  const inv = map.vmax > 0 ? 255 / map.vmax : 0;
+  const inv = map.vmax > 0 ? (steps - 1) / map.vmax : 0;
   for (let i = 0; i < n; i++) {
     const row = i * m;
     const line0 = i * cell * plot_w;
     for (let j = 0; j < m; j++) {
-      // NaN or negative maps to 0 (>= fails), anything past vmax to 255.
+      // NaN or negative maps to 0 (>= fails), anything past vmax to the top.
       const v = vals[row + j] * inv + 0.5;
-      const colour = LUT32[v >= 1 ? (v < 255 ? v | 0 : 255) : 0];
+      const colour = table[v >= 1 ? (v < steps - 1 ? v | 0 : steps - 1) : 0];
       const o = line0 + j * cell;
       for (let x = 0; x < cell; x++) px[o + x] = colour;
     }
@@ -197,8 +205,9 @@ export function set_cursor(canvas, c) {
   ctx.strokeRect(x - 1, y - 1, w + 2, w + 2);
 }
 
-// A horizontal colour bar from 0 to vmax with five labelled ticks.
-export function draw_legend(canvas, vmax) {
+// A horizontal colour bar from 0 to vmax with five labelled ticks; with a
+// gamma the ticks sit where those weights land on the bar.
+export function draw_legend(canvas, vmax, gamma = 1) {
   const ctx = canvas.getContext('2d');
   const w = canvas.width;
   const bar_h = 12;
@@ -217,7 +226,7 @@ export function draw_legend(canvas, vmax) {
   for (let t = 0; t <= 4; t++) {
     const x = pad + (t / 4) * (w - 2 * pad - 1);
     ctx.fillRect(Math.round(x), bar_h, 1, 3);
-    ctx.fillText(format_tick(vmax * t / 4), x, bar_h + 4);
+    ctx.fillText(format_tick(vmax * Math.pow(t / 4, 1 / gamma)), x, bar_h + 4);
   }
 }
 

@@ -193,6 +193,7 @@ async function main() {
     const att = ref.json.attention;
     check(Array.isArray(att) && att.length === heads, `the service returned ${heads} maps`);
 
+    check(!(await page.isVisible('#batch')), 'no batch selector for a request without a batch axis');
     const canvases = page.locator('canvas[data-head]');
     check(await canvases.count() === heads, `one canvas per head (${heads})`,
       `found ${await canvases.count()}`);
