@@ -183,7 +183,10 @@ static int codec__labels(codec_reader *r, const char *name, json_t **out,
                         codec_json_kind(&at));
         return -1;
     }
-    *out = json_loadb(begin, (size_t)(r->p - begin), JSON_DECODE_ANY, &je);
+    /* the reader has validated the text, so jansson fails only when out of
+     * memory; JSON_ALLOW_NUL because "\u0000" is valid JSON */
+    *out = json_loadb(begin, (size_t)(r->p - begin),
+                      JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (*out == NULL) {
         codec_error_set(err, ERRORS_UNAVAILABLE, ptr,
                         "%s: could not be read: %s", ptr, je.text);

@@ -781,6 +781,35 @@ START_TEST(test_codec_literal_request)
 }
 END_TEST
 
+START_TEST(test_codec_escapes_and_unknown)
+{
+    /* an escaped key names a known field; unknown fields of any kind are
+     * ignored; a label holding U+0000 is echoed as valid JSON */
+    const char *json =
+        "{\"\\u0078\":[[1,2]],\"w_q\":[[1],[2]],\"w_k\":[[1],[2]],"
+        "\"w_v\":[[1],[2]],\"future\":[{\"deep\":[[[true]]]},null,-1e999],"
+        "\"tokens\":[\"a\\u0000b\"]}";
+    codec_request *req = parse_ok(json);
+    codec_error err = {0};
+    codec_writer *w;
+    json_t *root;
+    char *text;
+    size_t len;
+
+    ck_assert(req->x[0] == 1.0f && req->x[1] == 2.0f);
+    ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
+    w = codec_writer_new(req);
+    text = drain_writer(w, &len);
+    codec_writer_free(w);
+    root = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
+    ck_assert_ptr_nonnull(root);
+    ck_assert_uint_eq(json_string_length(json_array_get(
+                          json_object_get(root, "tokens"), 0)), 3);
+    json_decref(root);
+    free(text);
+}
+END_TEST
+
 START_TEST(test_codec_numbers_in)
 {
     /* text -> float32 is correctly rounded, -0 kept, underflow to 0 fine,
@@ -1297,6 +1326,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_weights_none);
     tcase_add_test(tc, test_codec_literal_request);
     tcase_add_test(tc, test_codec_numbers_in);
+    tcase_add_test(tc, test_codec_escapes_and_unknown);
     tcase_add_loop_test(tc, test_codec_errors, 0,
                         (int)(sizeof err_cases / sizeof err_cases[0]));
     tcase_add_test(tc, test_codec_error_body);
