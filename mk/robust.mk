@@ -102,3 +102,13 @@ fuzz: fuzz-bins
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$h- \
 	    $(FUZZ_BUILD)/corpus_$$h $(FUZZ_CORPUS)/$$h; \
 	done
+
+# -- bad input over HTTP ----------------------------------------------------
+
+test-jsonsuite: $(BUILD)/attnd
+	$(ROBUST_PY) tests/robust/run_jsonsuite.py --attnd $(BUILD)/attnd \
+	  --suite tests/robust/jsontestsuite
+
+test-cases: $(BUILD)/attnd
+	$(ROBUST_PY) tests/robust/run_cases.py --attnd $(BUILD)/attnd \
+	  --cases tests/cases/invalid
