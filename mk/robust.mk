@@ -112,3 +112,9 @@ test-jsonsuite: $(BUILD)/attnd
 test-cases: $(BUILD)/attnd
 	$(ROBUST_PY) tests/robust/run_cases.py --attnd $(BUILD)/attnd \
 	  --cases tests/cases/invalid
+
+# -- leaks and memory errors of the real binary -------------------------------
+
+test-valgrind-service: $(BUILD)/attnd
+	$(ROBUST_PY) tests/robust/run_valgrind.py --attnd $(BUILD)/attnd \
+	  --corpus $(FUZZ_CORPUS)/codec --cases tests/cases/invalid
