@@ -241,8 +241,12 @@ function gamma_of() {
   return $('scale-mode').value === 'sqrt' ? 0.5 : 1;
 }
 
+function per_row() {
+  return $('scale-mode').value === 'row';
+}
+
 function vmax_of(w) {
-  if ($('scale-mode').value === 'unit') return 1;
+  if ($('scale-mode').value === 'unit' || per_row()) return 1;
   let mx = 0;
   for (let k = 0; k < w.length; k++) if (w[k] > mx) mx = w[k];
   return mx > 0 ? mx : 1;
@@ -265,7 +269,8 @@ function render() {
     container.append(head_card(i, figs));
   }
   $('legend-label').textContent = $('scale-mode').value === 'unit' ? 'Weight'
-    : 'Weight as a fraction of each map\'s maximum (given in its caption)';
+    : per_row() ? 'Weight as a fraction of its row\'s maximum'
+      : 'Weight as a fraction of each map\'s maximum (given in its caption)';
   draw_legend($('legend'), 1, gamma_of());
 
   const mean_card = $('mean-card');
@@ -290,7 +295,8 @@ function map_figure({ title, values, file, head, describe }) {
   fig.className = 'map';
   const cap = document.createElement('figcaption');
   const vmax = vmax_of(values);
-  cap.textContent = `${title} \u00b7 scale 0 to ${vmax === 1 ? '1' : vmax.toFixed(3)}`;
+  cap.textContent = per_row() ? `${title} \u00b7 each row 0 to its maximum`
+    : `${title} \u00b7 scale 0 to ${vmax === 1 ? '1' : vmax.toFixed(3)}`;
   const canvas = document.createElement('canvas');
   if (head !== undefined) canvas.dataset.head = String(head);
   canvas.tabIndex = 0;
@@ -298,7 +304,7 @@ function map_figure({ title, values, file, head, describe }) {
   canvas.setAttribute('aria-label', `${title}: attention weights, ${state.att.n} queries by ${state.att.m} keys. ` +
     'Arrow keys read cells; Enter enlarges.');
   draw_heatmap(canvas, { values, n: state.att.n, m: state.att.m, rows: state.rows,
-    cols: state.cols, vmax, gamma: gamma_of() }, GRID_PLOT);
+    cols: state.cols, vmax, gamma: gamma_of(), per_row: per_row() }, GRID_PLOT);
   attach_hover(canvas, describe, () => open_zoom(title, values, describe, file));
   const bar = document.createElement('div');
   bar.className = 'map-actions';
@@ -445,7 +451,7 @@ function open_zoom(title, values, describe, file) {
   canvas.dataset.view = 'zoom';
   const side = Math.max(300, Math.min(window.innerWidth - 160, window.innerHeight - 200, 1000));
   draw_heatmap(canvas, { values, n: state.att.n, m: state.att.m, rows: state.rows,
-    cols: state.cols, vmax: vmax_of(values), gamma: gamma_of() }, side);
+    cols: state.cols, vmax: vmax_of(values), gamma: gamma_of(), per_row: per_row() }, side);
   // Cells are whole pixels, so a long sequence may come out no larger than
   // in the grid: scale the canvas up (pixelated) to the room there is.
   if (canvas.width < side) canvas.style.width = `${side}px`;

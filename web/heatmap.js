@@ -63,7 +63,9 @@ function tick_step(count) {
 //   map: { values: n*m row-major weights, n, m, rows: [n] labels,
 //          cols: [m] labels, vmax: top of the colour scale,
 //          gamma: optional exponent on weight / vmax (0.5 lifts the small
-//          weights of long sequences out of the dark end) }
+//          weights of long sequences out of the dark end),
+//          per_row: when true each row is scaled to its own maximum and
+//          vmax is ignored (causal maps: early rows no longer dominate) }
 //   max_plot: the largest side of the plot area in canvas pixels; cells are
 //             square, 1 to 28 pixels.
 // The layout is kept on the canvas (canvas.heatmap) for cell_at(), the
@@ -103,10 +105,15 @@ export function draw_heatmap(canvas, map, max_plot) {
   const img = ctx.createImageData(plot_w, plot_h);
   const px = new Uint32Array(img.data.buffer);
   const vals = map.values;
-  const inv = map.vmax > 0 ? (steps - 1) / map.vmax : 0;
+  let inv = map.vmax > 0 ? (steps - 1) / map.vmax : 0;
   for (let i = 0; i < n; i++) {
     const row = i * m;
     const line0 = i * cell * plot_w;
+    if (map.per_row) {
+      let mx = 0;
+      for (let j = 0; j < m; j++) if (vals[row + j] > mx) mx = vals[row + j];
+      inv = mx > 0 ? (steps - 1) / mx : 0;
+    }
     for (let j = 0; j < m; j++) {
       // NaN or negative maps to 0 (>= fails), anything past vmax to the top.
       const v = vals[row + j] * inv + 0.5;
