@@ -13,6 +13,7 @@ const $ = (id) => document.getElementById(id);
 const state = {
   text: '',        // the response body exactly as received (for export)
   resp: null,      // its parsed JSON
+  cross: false,    // the request had `memory`: keys are not the tokens
   att: null,       // attention_of(resp)
   batch: 0,        // the batch element drawn
   maps: [],        // per head: Float32Array|Float64Array n*m, for `batch`
@@ -65,7 +66,8 @@ function update_hint() {
     (p.heads === p.kv_heads ? ' (multi-head)' : p.kv_heads === 1 ? ' (multi-query)' : ' (grouped-query)');
 }
 
-// The body to send, or throws an Error whose message is shown as-is.
+// The body to send as { body, cross } (cross: the request has `memory`, so
+// keys are not the query tokens), or throws an Error whose message is shown.
 function request_body() {
   const b64 = $('encoding').value === 'base64';
   if (source() === 'generate') {
@@ -75,7 +77,7 @@ function request_body() {
     let req = generate_request(p);
     if ($('want-analysis').checked) req.analysis = true;
     if (b64) req = as_base64(req);
-    return JSON.stringify(req);
+    return { body: JSON.stringify(req), cross: false };
   }
   const text = $('request-json').value;
   if (text.trim() === '') throw new Error('the request JSON box is empty');
@@ -85,15 +87,16 @@ function request_body() {
   try {
     req = JSON.parse(text);
   } catch {
-    return text;
+    return { body: text, cross: false };
   }
-  if (req === null || typeof req !== 'object' || Array.isArray(req)) return text;
+  if (req === null || typeof req !== 'object' || Array.isArray(req))
+    return { body: text, cross: false };
   req.return_weights = 'per_head';
   // Sparse top-k rows cannot be drawn as dense maps.
   delete req.top_k;
   if ($('want-analysis').checked && req.analysis === undefined) req.analysis = true;
   if (b64 && req.encoding === undefined) req.encoding = 'base64';
-  return JSON.stringify(req);
+  return { body: JSON.stringify(req), cross: req.memory != null };
 }
 
 // -- status and errors ---------------------------------------------------------
@@ -140,9 +143,9 @@ function kib(nbytes) {
 async function run(event) {
   event?.preventDefault();
   clear_error();
-  let body;
+  let body, cross;
   try {
-    body = request_body();
+    ({ body, cross } = request_body());
   } catch (e) {
     show_error({ status: 0, code: 'form', message: e.message, field: '' });
     set_status('Nothing sent: fix the form first.');
@@ -171,6 +174,7 @@ async function run(event) {
       message: 'the response has no attention field', field: '/attention' });
     return;
   }
+  state.cross = cross;
   state.text = r.text;
   state.resp = r.json;
   state.att = att;
@@ -228,7 +232,7 @@ function select_batch(b) {
   for (let k = 0; k < per; k++) mean[k] /= heads;
   state.mean = mean;
   state.rows = labels_of(state.resp.tokens, b, n);
-  const keys = state.resp.memory_tokens ?? (n === m ? state.resp.tokens : undefined);
+  const keys = state.resp.memory_tokens ?? (state.cross ? undefined : state.resp.tokens);
   state.cols = labels_of(keys, b, m);
   if (state.query === null || state.query >= n) {
     const it = state.rows.indexOf('it');
