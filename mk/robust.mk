@@ -118,3 +118,8 @@ test-cases: $(BUILD)/attnd
 test-valgrind-service: $(BUILD)/attnd
 	$(ROBUST_PY) tests/robust/run_valgrind.py --attnd $(BUILD)/attnd \
 	  --corpus $(FUZZ_CORPUS)/codec --cases tests/cases/invalid
+
+# -- shutdown under load --------------------------------------------------------
+
+test-shutdown-load: $(BUILD)/attnd
+	$(ROBUST_PY) tests/robust/run_shutdown.py --attnd $(BUILD)/attnd

@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""run_shutdown.py: SIGTERM during load loses no accepted request.
+
+    run_shutdown.py --attnd build/attnd [--clients 16] [--load-s 1.5]
+
+CLIENTS threads POST valid requests (a few milliseconds of compute each),
+one connection per request, as fast as they can; after LOAD_S seconds
+attnd gets SIGTERM and the clients go on until their connections are
+refused. Every request is classified from the client's side:
+
+  ok        200 with a complete JSON body holding `output`
+  refused   503 `unavailable` with Retry-After (refused before it started)
+  no_conn   connect() refused: the listening socket is closed
+  backlog   connection reset with not one byte of answer, after SIGTERM:
+            the connection sat in the kernel's accept queue when attnd
+            closed its listening socket, so attnd never saw the request
+            (cross-checked below with attnd's own log)
+  BAD       anything else: another status, a partial answer, a reset
+            before SIGTERM, a hang
+
+and from attnd's side: its per-request log must show every POST /attend it
+received ending 200 or 503, none closed or timed out mid-way, and as many
+200 lines as the clients counted `ok`. attnd must exit 0.
+"""
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attnd_proc  # noqa: E402
+
+
+def body(n=96, d_model=64, h=4):
+    x = [[((i * 31 + j * 7) % 17) / 17.0 - 0.5 for j in range(d_model)]
+         for i in range(n)]
+    w = [[((i * 13 + j * 3) % 11) / 11.0 - 0.5 for j in range(d_model)]
+         for i in range(d_model)]
+    return json.dumps({"x": x, "num_heads": h, "w_q": w, "w_k": w, "w_v": w,
+                       "return_weights": "mean"}).encode()
+
+
+class Tally:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.counts = {}
+        self.bad = []
+
+    def add(self, kind, detail=None):
+        with self.lock:
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            if kind == "BAD" and len(self.bad) < 20:
+                self.bad.append(detail)
+
+
+def client(port, data, stop_at, sigterm_at, tally):
+    while time.monotonic() < stop_at[0]:
+        try:
+            r = attnd_proc.post(port, "/attend", data, timeout=30)
+        except ConnectionRefusedError:
+            tally.add("no_conn")
+            if sigterm_at[0] is None:
+                tally.add("BAD", "connection refused before SIGTERM")
+            time.sleep(0.01)
+            continue
+        except attnd_proc.Hang as e:
+            tally.add("BAD", "hang: %s" % e)
+            continue
+        except ConnectionError as e:
+            partial = getattr(e, "partial", b"")
+            if not partial and sigterm_at[0] is not None:
+                tally.add("backlog")
+            else:
+                tally.add("BAD", "%s (partial %r)" % (e, partial[:80]))
+            continue
+        except OSError as e:
+            tally.add("BAD", "socket error %s" % e)
+            continue
+        if r.status == 200:
+            try:
+                ok = "output" in r.json()
+            except ValueError:
+                ok = False
+            tally.add("ok" if ok else "BAD",
+                      None if ok else "200 with a broken body")
+        elif r.status == 503:
+            try:
+                code = r.json()["error"]["code"]
+            except (ValueError, KeyError, TypeError):
+                code = None
+            if code == "unavailable" and "retry-after" in r.headers:
+                tally.add("refused")
+            else:
+                tally.add("BAD", "503 without the contract's body/header")
+        else:
+            tally.add("BAD", "status %d %r" % (r.status, r.body[:120]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--attnd", required=True)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--load-s", type=float, default=1.5)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    data = body()
+    failures = []
+    for rnd in range(args.rounds):
+        srv = attnd_proc.Attnd(args.attnd, ["--threads", "2"])
+        tally = Tally()
+        stop_at = [time.monotonic() + 3600]
+        sigterm_at = [None]
+        threads = [threading.Thread(target=client,
+                                    args=(srv.port, data, stop_at,
+                                          sigterm_at, tally))
+                   for _ in range(args.clients)]
+        for t in threads:
+            t.start()
+        time.sleep(args.load_s)
+        sigterm_at[0] = time.monotonic()
+        srv.proc.send_signal(15)
+        stop_at[0] = time.monotonic() + 1.5
+        for t in threads:
+            t.join(60)
+        rc = srv.stop(timeout=60)
+        # attnd's side: one JSON line per request.
+        served = {}
+        lost = []
+        for line in srv.lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("path") != "/attend":
+                continue
+            st = rec.get("status")
+            served[st] = served.get(st, 0) + 1
+            if st not in (200, 503):
+                lost.append(line.strip())
+        c = tally.counts
+        print("round %d: client ok %d, refused-503 %d, no-connection %d, "
+              "reset-in-backlog %d, BAD %d; attnd logged %s; exit %s" % (
+                  rnd + 1, c.get("ok", 0), c.get("refused", 0),
+                  c.get("no_conn", 0), c.get("backlog", 0), c.get("BAD", 0),
+                  " ".join("%s:%d" % kv for kv in sorted(
+                      served.items(), key=lambda kv: str(kv[0]))), rc))
+        for b in tally.bad:
+            failures.append("round %d: %s" % (rnd + 1, b))
+        for l in lost[:10]:
+            failures.append("round %d: attnd ended a request %s" % (rnd + 1,
+                                                                    l))
+        if served.get(200, 0) != c.get("ok", 0):
+            failures.append("round %d: attnd logged %d answers 200, clients "
+                            "received %d" % (rnd + 1, served.get(200, 0),
+                                             c.get("ok", 0)))
+        if c.get("ok", 0) == 0:
+            failures.append("round %d: no request completed" % (rnd + 1))
+        if rc != 0:
+            failures.append("round %d: attnd exit code %s" % (rnd + 1, rc))
+    for f in failures:
+        print("  FAIL " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
