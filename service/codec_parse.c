@@ -766,14 +766,16 @@ static float *codec__side_by_side(const float *in, size_t k, size_t rows,
     return out;
 }
 
-/* Moves a's buffer to *dst (converting a 3-D weight); 0 or -1 (OOM). */
-static int codec__take(codec_array *a, float **dst)
+/* Moves a's buffer to *dst; a 3-D weight (`weight` set) is converted to the
+ * side-by-side layout, while a 3-D x or memory is already [B][rows][d].
+ * Returns 0 or -1 (out of memory). */
+static int codec__take(codec_array *a, float **dst, int weight)
 {
     if (a->data == NULL) {
         *dst = NULL;
         return 0;
     }
-    if (a->rank == 3) {
+    if (weight && a->rank == 3) {
         float *t = codec__side_by_side(a->data, a->shape[0], a->shape[1],
                                        a->shape[2]);
         if (t == NULL)
@@ -839,11 +841,12 @@ int codec_parse(const char *body, size_t len, const limits_config *lim,
         goto fail;
     req->batched = f.x.rank == 3; /* before the buffers move */
 
-    if (codec__take(&f.x, &req->x) || codec__take(&f.memory, &req->memory) ||
-        codec__take(&f.w_q, &req->w_q) || codec__take(&f.w_k, &req->w_k) ||
-        codec__take(&f.w_v, &req->w_v) || codec__take(&f.w_o, &req->w_o) ||
-        codec__take(&f.b_q, &req->b_q) || codec__take(&f.b_k, &req->b_k) ||
-        codec__take(&f.b_v, &req->b_v) || codec__take(&f.b_o, &req->b_o)) {
+    if (codec__take(&f.x, &req->x, 0) ||
+        codec__take(&f.memory, &req->memory, 0) ||
+        codec__take(&f.w_q, &req->w_q, 1) || codec__take(&f.w_k, &req->w_k, 1) ||
+        codec__take(&f.w_v, &req->w_v, 1) || codec__take(&f.w_o, &req->w_o, 0) ||
+        codec__take(&f.b_q, &req->b_q, 0) || codec__take(&f.b_k, &req->b_k, 0) ||
+        codec__take(&f.b_v, &req->b_v, 0) || codec__take(&f.b_o, &req->b_o, 0)) {
         codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
                         "out of memory while parsing the request");
         goto fail;

@@ -781,6 +781,35 @@ START_TEST(test_codec_literal_request)
 }
 END_TEST
 
+START_TEST(test_codec_layout_values)
+{
+    /* the parsed buffers hold the library's layouts: x and memory
+     * [B][rows][d] as given; 3-D weights [h][d_model][d_k] side by side
+     * into [d_model][h*d_k] */
+    const char *json =
+        "{\"x\":[[[1,2],[3,4],[5,6]],[[7,8],[9,10],[11,12]]],"
+        "\"memory\":[[[1,2]],[[3,4]]],\"num_heads\":2,"
+        "\"w_q\":[[[1],[2]],[[3],[4]]],\"w_k\":[[1,5],[2,6]],"
+        "\"w_v\":[[[1,2,3],[4,5,6]],[[7,8,9],[10,11,12]]]}";
+    static const float wv[] = {1, 2, 3, 7, 8, 9, 4, 5, 6, 10, 11, 12};
+    codec_request *req = parse_ok(json);
+    size_t i;
+
+    for (i = 0; i < 12; i++)
+        ck_assert(req->x[i] == (float)(i + 1));
+    for (i = 0; i < 4; i++)
+        ck_assert(req->memory[i] == (float)(i + 1));
+    ck_assert(req->w_q[0] == 1 && req->w_q[1] == 3 && req->w_q[2] == 2 &&
+              req->w_q[3] == 4);
+    for (i = 0; i < 12; i++)
+        ck_assert_msg(req->w_v[i] == wv[i], "w_v[%zu] = %g", i,
+                      (double)req->w_v[i]);
+    ck_assert_uint_eq(req->p.dims.m, 1);
+    ck_assert_uint_eq(req->p.dims.d_v, 3);
+    codec_request_free(req);
+}
+END_TEST
+
 START_TEST(test_codec_escapes_and_unknown)
 {
     /* an escaped key names a known field; unknown fields of any kind are
@@ -832,6 +861,213 @@ START_TEST(test_codec_numbers_in)
     ck_assert(x[7] == 100.0f);
     ck_assert(x[8] == 25.0f);
     codec_request_free(req);
+}
+END_TEST
+
+/* -- the library's reference fixtures through the codec ------------------- */
+
+#ifndef CODEC_LIB_FIXTURES
+#define CODEC_LIB_FIXTURES "tests/fixtures/lib"
+#endif
+
+/* One tests/fixtures/lib/<case>.txt (written by tests/gen/gen_lib_fixtures.py
+ * from PyTorch / a float64 numpy reference): sections "name count" + values. */
+typedef struct lib_fixture {
+    size_t B, n, m, d_model, d_mem, h, g, d_k, d_v, d_out;
+    int causal;
+    double scale;
+    float *sec[16];
+    size_t len[16];
+} lib_fixture;
+
+static const char *const fx_names[] = {
+    "x", "memory", "w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o",
+    "key_padding", "output", "weights"};
+enum { FX_X, FX_MEM, FX_WQ, FX_WK, FX_WV, FX_WO, FX_BQ, FX_BK, FX_BV, FX_BO,
+       FX_KP, FX_OUT, FX_W, FX_COUNT };
+
+static int fx_load(const char *path, lib_fixture *fx)
+{
+    FILE *f = fopen(path, "r");
+    char word[64], mask[16];
+    size_t count, i;
+    int k;
+
+    memset(fx, 0, sizeof *fx);
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "attn_fixture 1 %63s", word) != 1 ||
+        fscanf(f, " dims %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu", &fx->B,
+               &fx->n, &fx->m, &fx->d_model, &fx->d_mem, &fx->h, &fx->g,
+               &fx->d_k, &fx->d_v, &fx->d_out) != 10 ||
+        fscanf(f, " mask %15s scale %lf", mask, &fx->scale) != 2) {
+        fclose(f);
+        return -1;
+    }
+    fx->causal = strcmp(mask, "causal") == 0;
+    while (fscanf(f, " %63s", word) == 1 && strcmp(word, "end") != 0) {
+        if (fscanf(f, " %zu", &count) != 1)
+            break;
+        for (k = 0; k < FX_COUNT; k++)
+            if (strcmp(word, fx_names[k]) == 0)
+                break;
+        ck_assert_msg(k < FX_COUNT, "%s: unknown section %s", path, word);
+        fx->sec[k] = malloc(count * sizeof(float));
+        fx->len[k] = count;
+        for (i = 0; i < count; i++)
+            ck_assert_int_eq(fscanf(f, " %f", &fx->sec[k][i]), 1);
+    }
+    fclose(f);
+    return 0;
+}
+
+/* Builds the request of a fixture: nested arrays with 2-D weights, or
+ * (variant 1) base64 tensors with 3-D weights and base64 out. */
+static char *fx_request(const lib_fixture *fx, int variant)
+{
+    sbuf b = {0};
+    spec s;
+    size_t shape[3], i, j;
+    int batched = fx->B > 1;
+
+    memset(&s, 0, sizeof s);
+    s.b64_in = variant == 1;
+    s.w3d = variant == 1;
+    sb_printf(&b, "{\"num_heads\":%zu,\"num_kv_heads\":%zu,\"mask\":\"%s\"",
+              fx->h, fx->g, fx->causal ? "causal" : "none");
+    if (fx->scale > 0)
+        sb_printf(&b, ",\"scale\":%.9g", fx->scale);
+    if (fx->sec[FX_W] == NULL)
+        sb_printf(&b, ",\"return_weights\":\"none\"");
+    else if (fx->len[FX_W] != fx->B * fx->h * fx->n * fx->m)
+        sb_printf(&b, ",\"return_weights\":\"mean\"");
+    if (variant == 1)
+        sb_printf(&b, ",\"encoding\":\"base64\"");
+    shape[0] = fx->B;
+    shape[1] = fx->n;
+    shape[2] = fx->d_model;
+    sb_field(&b, &s, "x", fx->sec[FX_X], shape + !batched, 2 + batched);
+    if (fx->sec[FX_MEM] != NULL) {
+        shape[1] = fx->m;
+        shape[2] = fx->d_mem;
+        sb_field(&b, &s, "memory", fx->sec[FX_MEM], shape + !batched,
+                 2 + batched);
+    }
+    sb_weight(&b, &s, "w_q", fx->sec[FX_WQ], fx->d_model, fx->h, fx->d_k);
+    sb_weight(&b, &s, "w_k", fx->sec[FX_WK], fx->d_mem, fx->g, fx->d_k);
+    sb_weight(&b, &s, "w_v", fx->sec[FX_WV], fx->d_mem, fx->g, fx->d_v);
+    if (fx->sec[FX_WO] != NULL) {
+        shape[0] = fx->h * fx->d_v;
+        shape[1] = fx->d_out;
+        sb_field(&b, &s, "w_o", fx->sec[FX_WO], shape, 2);
+    }
+    for (i = FX_BQ; i <= FX_BO; i++) {
+        if (fx->sec[i] != NULL) {
+            shape[0] = fx->len[i];
+            sb_field(&b, &s, fx_names[i], fx->sec[i], shape, 1);
+        }
+    }
+    if (fx->sec[FX_KP] != NULL) {
+        sb_printf(&b, ",\"key_padding_mask\":[");
+        for (i = 0; i < fx->B; i++) {
+            sb_printf(&b, "%s%s", i ? "," : "", batched ? "[" : "");
+            for (j = 0; j < fx->m; j++)
+                sb_printf(&b, "%s%s", j ? "," : "",
+                          fx->sec[FX_KP][i * fx->m + j] != 0 ? "true"
+                                                              : "false");
+            sb_printf(&b, "%s", batched ? "]" : "");
+        }
+        sb_printf(&b, "]");
+    }
+    sb_printf(&b, "}");
+    return b.s;
+}
+
+START_TEST(test_codec_lib_fixtures)
+{
+    DIR *dir = opendir(CODEC_LIB_FIXTURES);
+    struct dirent *de;
+    int seen = 0, variant;
+
+    ck_assert_msg(dir != NULL, "cannot open %s", CODEC_LIB_FIXTURES);
+    while ((de = readdir(dir)) != NULL) {
+        char path[512];
+        lib_fixture fx;
+        size_t k;
+
+        if (strstr(de->d_name, ".txt") == NULL)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", CODEC_LIB_FIXTURES, de->d_name);
+        ck_assert_int_eq(fx_load(path, &fx), 0);
+        for (variant = 0; variant < 2; variant++) {
+            char *json = fx_request(&fx, variant), *text;
+            codec_request *req = parse_ok(json);
+            codec_error err = {0};
+            codec_writer *w;
+            json_t *root, *o, *a;
+            size_t len, i, pos, shape[4];
+            float *got;
+            int batched = fx.B > 1;
+
+            ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
+            w = codec_writer_new(req);
+            text = drain_writer(w, &len);
+            codec_writer_free(w);
+            root = json_loadb(text, len, 0, NULL);
+            ck_assert_ptr_nonnull(root);
+            o = json_object_get(root, "output");
+            a = json_object_get(root, "attention");
+            shape[0] = fx.B;
+            shape[1] = fx.n;
+            shape[2] = fx.d_out;
+            got = malloc(fx.len[FX_OUT] * sizeof(float));
+            if (variant == 1) {
+                decode_tensor(o, shape + !batched, 2 + batched, got,
+                              fx.len[FX_OUT]);
+            } else {
+                pos = 0;
+                flatten(o, shape + !batched, 2 + batched, got, &pos);
+            }
+            for (i = 0; i < fx.len[FX_OUT]; i++)
+                ck_assert_msg(close_enough(got[i], fx.sec[FX_OUT][i]),
+                              "%s variant %d: output[%zu] = %.9g, "
+                              "fixture %.9g", de->d_name, variant, i,
+                              (double)got[i], (double)fx.sec[FX_OUT][i]);
+            free(got);
+            if (fx.sec[FX_W] != NULL) {
+                int per_head = fx.len[FX_W] == fx.B * fx.h * fx.n * fx.m;
+                int rank = (per_head ? 3 : 2) + batched;
+                shape[0] = fx.B;
+                shape[1] = per_head ? fx.h : fx.n;
+                shape[2] = per_head ? fx.n : fx.m;
+                shape[3] = fx.m;
+                got = malloc(fx.len[FX_W] * sizeof(float));
+                if (variant == 1) {
+                    decode_tensor(a, shape + !batched, rank, got,
+                                  fx.len[FX_W]);
+                } else {
+                    pos = 0;
+                    flatten(a, shape + !batched, rank, got, &pos);
+                }
+                for (i = 0; i < fx.len[FX_W]; i++)
+                    ck_assert_msg(close_enough(got[i], fx.sec[FX_W][i]),
+                                  "%s variant %d: attention[%zu] = %.9g, "
+                                  "fixture %.9g", de->d_name, variant, i,
+                                  (double)got[i], (double)fx.sec[FX_W][i]);
+                free(got);
+            } else {
+                ck_assert_ptr_null(a);
+            }
+            json_decref(root);
+            free(text);
+            free(json);
+        }
+        for (k = 0; k < 16; k++)
+            free(fx.sec[k]);
+        seen++;
+    }
+    closedir(dir);
+    ck_assert_int_ge(seen, 5);
 }
 END_TEST
 
@@ -1325,8 +1561,10 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_base64_in_out);
     tcase_add_test(tc, test_codec_weights_none);
     tcase_add_test(tc, test_codec_literal_request);
+    tcase_add_test(tc, test_codec_lib_fixtures);
     tcase_add_test(tc, test_codec_numbers_in);
     tcase_add_test(tc, test_codec_escapes_and_unknown);
+    tcase_add_test(tc, test_codec_layout_values);
     tcase_add_loop_test(tc, test_codec_errors, 0,
                         (int)(sizeof err_cases / sizeof err_cases[0]));
     tcase_add_test(tc, test_codec_error_body);
