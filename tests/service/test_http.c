@@ -51,6 +51,15 @@ static void wait_in_flight(server *s, size_t want)
     ck_assert_uint_ge(metrics_in_flight(server_metrics(s)), want);
 }
 
+/* Polls (up to 30 s) until no request is in flight: a client has its whole
+ * response before the server's completion callback has counted it. */
+static void wait_idle(server *s)
+{
+    for (int i = 0; i < 3000 && metrics_in_flight(server_metrics(s)) > 0; i++)
+        sleep_ms(10);
+    ck_assert_uint_eq(metrics_in_flight(server_metrics(s)), 0);
+}
+
 /* -- routes -------------------------------------------------------------- */
 
 START_TEST(test_http_health_routes)
@@ -289,6 +298,7 @@ static char *get_metrics(uint16_t p)
 
 START_TEST(test_http_metrics_move)
 {
+    wait_idle(srv);
     char *before = get_metrics(port);
     double h0 = ts_metric(before, "attnd_http_requests_total{path=\"/healthz\",status=\"200\"}");
     double nf0 = ts_metric(before, "attnd_http_requests_total{path=\"other\",status=\"404\"}");
@@ -309,6 +319,7 @@ START_TEST(test_http_metrics_move)
     ck_assert_int_eq(r.status, 400);
     ts_response_free(&r);
 
+    wait_idle(srv);
     char *after = get_metrics(port);
     /* Counts are exact: the test is the only client. */
     ck_assert_double_eq(
@@ -469,6 +480,7 @@ START_TEST(test_http_chunked_over_limit_413_after_upload)
     ck_assert_int_eq(c2.status, 400);
     ck_assert_ptr_nonnull(strstr(c2.body, "\"invalid_json\""));
     ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
+    wait_idle(s);
     char *m = get_metrics(server_port(s));
     ck_assert_double_eq(ts_metric(m, "attnd_http_received_bytes_total"),
                         20000 + 900);
@@ -550,6 +562,7 @@ START_TEST(test_http_in_flight_limit_503_retry_after)
     atomic_store(&u.gate, 1);
     pthread_join(t, NULL);
     ck_assert_int_eq(c.status, 400); /* "[" and spaces: invalid JSON */
+    wait_idle(s);
     /* The slot is free again. */
     ts_http(p, &q, &r);
     ck_assert_int_ne(r.status, 503);
@@ -627,6 +640,7 @@ START_TEST(test_http_attend_round_trip)
     json_decref(j);
     ts_response_free(&r);
 
+    wait_idle(srv);
     char *m = get_metrics(port);
     ck_assert_double_eq(
         ts_metric(m, "attnd_http_requests_total{path=\"/attend\",status=\"200\"}"), 1);
@@ -753,9 +767,7 @@ START_TEST(test_http_client_vanishing_mid_response)
     int st = ts_raw(port, req, (size_t)hl + c.json_len, out, sizeof out);
     ck_assert_int_eq(st, 200);
     free(req);
-    for (int i = 0; i < 3000 && metrics_in_flight(server_metrics(srv)) > 0; i++)
-        sleep_ms(10);
-    ck_assert_uint_eq(metrics_in_flight(server_metrics(srv)), 0);
+    wait_idle(srv);
     ck_assert_int_eq(ts_get_status(port, "/healthz"), 200);
     ts_case_free(&c);
 }
