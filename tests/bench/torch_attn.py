@@ -7,9 +7,10 @@ run_lib.py. Run with Debian's /usr/bin/python3 and python3-torch.
     torch_attn.py --threads T [--quick] --case N:D_MODEL:HEADS:MODE ...
 
 MODE is per_head (need_weights=True, average_attn_weights=False) or outputs
-(need_weights=False). Timing policy matches bench_lib.c: one untimed warm-up,
-then at least 3 repetitions and 1 s (quick: 1 and 0.2 s), at most 15
-(quick: 3); the median is reported.
+(need_weights=False). Timing policy matches bench_lib.c: one warm-up (kept
+as a sample when it took 2 s or more), then at least 3 repetitions and 1 s
+(quick: 1 and 0.2 s), at most 15 (quick: 3), no more once the samples add
+up to 10 s; the median is reported.
 """
 import argparse
 import json
@@ -19,6 +20,9 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+
+CAP_S = 10.0
 
 
 def mem_available():
@@ -51,12 +55,19 @@ def time_case(n, d_model, heads, mode, quick):
     min_reps, max_reps, min_total = (1, 3, 0.2) if quick else (3, 15, 1.0)
     samples = []
     with torch.inference_mode():
+        t0 = time.perf_counter()
         out, wts = call()
+        first = time.perf_counter() - t0
         shape_ok = tuple(out.shape) == (n, d_model) and (
             not need or tuple(wts.shape) == (heads, n, n))
         del out, wts
+        # Same policy as bench_lib.c: a call of seconds is its own warm-up,
+        # and repetitions stop once the samples add up to CAP_S.
+        if first >= 2.0:
+            samples.append(first)
         while len(samples) < max_reps and (
-                len(samples) < min_reps or sum(samples) < min_total):
+                len(samples) < min_reps or sum(samples) < min_total) and \
+                not (samples and sum(samples) >= CAP_S):
             t0 = time.perf_counter()
             out, wts = call()
             samples.append(time.perf_counter() - t0)
