@@ -444,6 +444,15 @@ def report(args, results, peak, servers):
             "%.0fx" % goal if goal else "", verdict,
             "%.0f MiB" % a["peak_rss_mib"] if a else "-",
             "%.0f MiB" % p["peak_rss_mib"] if p else "-"))
+    print("\nserver compute time of the checked request (meta.elapsed_ms), "
+          "the rest of the latency being HTTP and JSON:")
+    for name, title, how, goal in WORKLOADS:
+        cells = []
+        for kind in servers:
+            r = results.get((kind, name))
+            if r and r.get("meta_elapsed_ms") is not None:
+                cells.append("%s %.2f ms" % (kind, r["meta_elapsed_ms"]))
+        print("  %-28s %s" % (title, ", ".join(cells)))
     for kind in servers:
         bad = [n for (k, n), r in results.items() if k == kind and
                (r.get("errors") or r.get("non200"))]
