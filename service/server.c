@@ -633,6 +633,9 @@ static void http__completed(void *cls, struct MHD_Connection *c,
 }
 
 static void http__mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void http__mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
     char msg[512];
