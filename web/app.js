@@ -167,11 +167,13 @@ async function run(event) {
     att = attention_of(r.json);
   } catch (e) {
     show_error({ status: r.status, code: 'bad_response', message: e.message, field: '/attention' });
+    set_status('The response could not be drawn.');
     return;
   }
   if (!att) {
     show_error({ status: r.status, code: 'bad_response',
       message: 'the response has no attention field', field: '/attention' });
+    set_status('The response could not be drawn.');
     return;
   }
   state.cross = cross;
@@ -185,7 +187,14 @@ async function run(event) {
   fill_batch_select();
   $('results').hidden = false;
   const t0 = performance.now();
-  render();
+  try {
+    render();
+  } catch (e) {
+    // A response the page cannot draw is a bug here or there: say so.
+    show_error({ status: r.status, code: 'render_failed', message: e.message, field: '' });
+    set_status('The response could not be drawn.');
+    return;
+  }
   const t1 = performance.now();
   requestAnimationFrame(() => {
     const t2 = performance.now();
