@@ -123,3 +123,10 @@ test-valgrind-service: $(BUILD)/attnd
 
 test-shutdown-load: $(BUILD)/attnd
 	$(ROBUST_PY) tests/robust/run_shutdown.py --attnd $(BUILD)/attnd
+
+# -- load and faults (figures; not in TEST_TARGETS) ---------------------------
+
+loadtest: $(BUILD)/attnd
+	$(call install_missing,$(ROBUST_LOAD_DEB_PACKAGES))
+	$(ROBUST_PY) tests/robust/run_loadtest.py --attnd $(BUILD)/attnd \
+	  --seconds $(LOADTEST_SECONDS) --out $(BUILD)/loadtest
