@@ -447,6 +447,7 @@ function attach_hover(canvas, describe, enlarge) {
     j = Math.max(0, Math.min(h.map.m - 1, j));
     const p = cell_centre(canvas, i, j);
     show_cell({ i, j }, p.x, p.y);
+    $('cell-live').textContent = $('tooltip').textContent;
   });
 }
 

@@ -243,6 +243,8 @@ async function main() {
     const key_tip = (await page.textContent('#tooltip')) ?? '';
     check(tooltip_weight(key_tip) === att[0][1][1].toFixed(4),
       'arrow keys move to cell (1, 1) of head 0 and show its weight', key_tip);
+    check((await page.textContent('#cell-live')) === key_tip,
+      'the cell read with the keyboard is announced in the #cell-live region');
 
     if (SCREENSHOT) {
       await page.mouse.move(5, 5);
