@@ -306,7 +306,12 @@ async function main() {
       memory_tokens: [['k0', 'k1', 'k2', 'k3'], ['m0', 'm1', 'm2', 'm3']],
     };
     await page.check('#source-json');
-    await page.fill('#request-json', JSON.stringify(cross));
+    // Loaded through the file input, as a user uploading a request would.
+    await page.setInputFiles('#request-file', { name: 'cross.json', mimeType: 'application/json',
+      buffer: Buffer.from(JSON.stringify(cross)) });
+    await page.waitForFunction(() => document.getElementById('request-json').value.length > 0);
+    check(JSON.parse(await page.inputValue('#request-json')).memory_tokens?.[1]?.[3] === 'm3',
+      'an uploaded request file lands in the JSON box');
     await page.selectOption('#encoding', 'base64');
     const cross_body = await run_page(page, true);
     check(JSON.parse(cross_body).encoding === 'base64', 'base64 wire format asks for base64 responses');
