@@ -21,7 +21,7 @@ import {
   DOCS, k8sObjects, findKind, dockerfile, compose, attndContainer, resolvePort,
 } from "./lib/common.mjs";
 import {
-  ATTND_BIN, IN_NETNS, CONTAINER_PATH, hostPath, startProcess, runSync, request, parseResponse,
+  ATTND_BIN, IN_NETNS, CONTAINER_PATH, hostPath, imageBinary, startProcess, runSync, request, parseResponse,
   until, freePort, refused, SMALL_ATTEND, smallAttendProblem,
 } from "./lib/attnd.mjs";
 
@@ -402,7 +402,7 @@ test("default port: with no configuration at all attnd serves on the image's por
     return;
   }
   const df = dockerfile();
-  const proc = startProcess([ATTND_BIN], { PATH: CONTAINER_PATH });
+  const proc = startProcess([imageBinary()], { PATH: CONTAINER_PATH });
   t.after(() => reap(proc));
   const port = Number(df.expose[0]);
   const up = await until(async () => (await request(port, "GET", "/healthz")).status === 200, 15000, 100);

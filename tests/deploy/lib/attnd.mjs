@@ -4,10 +4,29 @@
 // control.
 
 import { spawn, spawnSync } from "node:child_process";
+import { chmodSync, copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 
 export const ATTND_BIN = process.env.ATTND_BIN;
+
+// The binary the processes run: a private copy, as the image has its own,
+// so a concurrent relink of build/attnd (a shared build tree) cannot swap it
+// mid-test, and readable by the image's user whatever the checkout's modes.
+let imageCopy = null;
+export function imageBinary() {
+  if (!imageCopy) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "attnd-deploy-"));
+    chmodSync(dir, 0o755);
+    imageCopy = path.join(dir, "attnd");
+    copyFileSync(ATTND_BIN, imageCopy);
+    chmodSync(imageCopy, 0o755);
+    process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  }
+  return imageCopy;
+}
 
 // True when the checks run in a private network namespace (mk/deploy.mk),
 // where the image's own port is free for the daemon.
@@ -18,7 +37,7 @@ export const CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin
 
 // Maps a path inside the image to the file here: only the binary differs.
 export function hostPath(imagePath, entrypoint0) {
-  return imagePath === entrypoint0 ? ATTND_BIN : imagePath;
+  return imagePath === entrypoint0 ? imageBinary() : imagePath;
 }
 
 // Starts argv with exactly env. Returns { child, log() } where log() is

@@ -1,10 +1,10 @@
 // manifests.mjs: reads the YAML files of deploy/ strictly, and renders the
 // kustomization both with `kubectl kustomize` (when kubectl is installed) and
 // with a small renderer of our own that supports exactly the kustomization
-// fields deploy/k8s uses (resources, labels, images), so the checks of the
-// rendered objects run on machines without kubectl too.
+// fields deploy/k8s uses (resources, images), so the checks of the rendered
+// objects run on machines without kubectl too.
 
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -26,8 +26,7 @@ export function loadYaml(file) {
 
 // Fields of a Kustomization the renderer below implements; any other field
 // makes it refuse rather than render something different from kubectl.
-const SUPPORTED = new Set(["apiVersion", "kind", "resources", "labels", "images"]);
-const LABEL_KEYS = new Set(["pairs", "includeSelectors", "includeTemplates"]);
+const SUPPORTED = new Set(["apiVersion", "kind", "resources", "images"]);
 const IMAGE_KEYS = new Set(["name", "newName", "newTag", "digest"]);
 
 function splitImage(ref) {
@@ -44,8 +43,8 @@ function podTemplates(obj) {
   return t && typeof t === "object" ? [t] : [];
 }
 
-// Renders dir/kustomization.yaml: the resources in order, with the labels
-// and image overrides applied as kustomize v5 applies them.
+// Renders dir/kustomization.yaml: the resources in order, with the image
+// overrides applied as kustomize applies them.
 export function renderKustomization(dir) {
   const [k] = loadYaml(path.join(dir, "kustomization.yaml"));
   for (const key of Object.keys(k)) {
@@ -55,21 +54,6 @@ export function renderKustomization(dir) {
     throw new Error("kustomization.yaml: apiVersion/kind must be kustomize.config.k8s.io/v1beta1 Kustomization");
   }
   const objs = (k.resources ?? []).flatMap((r) => loadYaml(path.join(dir, r)));
-  for (const l of k.labels ?? []) {
-    for (const key of Object.keys(l)) {
-      if (!LABEL_KEYS.has(key)) throw new Error(`labels entry field "${key}" is not supported`);
-    }
-    if (l.includeSelectors) throw new Error("labels.includeSelectors: true is not supported by this renderer");
-    for (const o of objs) {
-      o.metadata.labels = { ...(o.metadata.labels ?? {}), ...l.pairs };
-      if (l.includeTemplates) {
-        for (const t of podTemplates(o)) {
-          t.metadata = t.metadata ?? {};
-          t.metadata.labels = { ...(t.metadata.labels ?? {}), ...l.pairs };
-        }
-      }
-    }
-  }
   for (const img of k.images ?? []) {
     for (const key of Object.keys(img)) {
       if (!IMAGE_KEYS.has(key)) throw new Error(`images entry field "${key}" is not supported`);
@@ -91,13 +75,24 @@ export function renderKustomization(dir) {
   return objs;
 }
 
-// `kubectl kustomize dir` as objects, or null when kubectl is not installed.
-// Throws with kubectl's message when it fails to render.
-export function kubectlKustomize(dir) {
+// The kubectl programs to render with: the one on PATH (kustomize v5 in
+// recent releases) and Debian 12's kubernetes-client (kubectl 1.20, kustomize
+// v2.0.3) that mk/deploy.mk unpacks, given as KUBECTL_DEBIAN; the manifests
+// must render with old and new alike.
+export function kubectls() {
+  const out = [];
   const which = spawnSync("sh", ["-c", "command -v kubectl"], { encoding: "utf8" });
-  if (which.status !== 0) return null;
-  const r = spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8", timeout: 60000 });
-  if (r.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${r.stderr || r.error}`);
+  if (which.status === 0) out.push(which.stdout.trim());
+  const deb = process.env.KUBECTL_DEBIAN;
+  if (deb && existsSync(deb)) out.push(deb);
+  return out;
+}
+
+// `kubectl kustomize dir` as objects. Throws with kubectl's message when it
+// fails to render.
+export function kubectlKustomize(kubectl, dir) {
+  const r = spawnSync(kubectl, ["kustomize", dir], { encoding: "utf8", timeout: 60000 });
+  if (r.status !== 0) throw new Error(`${kubectl} kustomize ${dir} failed: ${r.stderr || r.error}`);
   return parseAllDocuments(r.stdout).map((d) => d.toJS()).filter((v) => v != null);
 }
 
