@@ -30,7 +30,10 @@ TEST_TARGETS += test-jsonsuite test-cases test-fuzz-corpus \
 
 FUZZ_BUILD := build/fuzz
 FUZZ_SECONDS ?= 300
-FUZZ_HARNESSES := codec http
+FUZZ_HARNESSES := codec http alloc
+# The allocation-failure harness runs over the codec's seeds.
+fuzz_corpus_of = $(FUZZ_CORPUS)/$$(if [ $(1) = alloc ]; then echo codec; \
+                 else echo $(1); fi)
 FUZZ_CORPUS := tests/fuzz/corpus
 # The fuzz build: clang, ASan+UBSan (SAN=1), coverage for libFuzzer on every
 # object; harnesses link the libFuzzer runtime (its main).
@@ -69,6 +72,15 @@ $(BUILD)/fuzz_codec: $$(FUZZ_CODEC_OBJS) $$(SERVICE_EXTRA_OBJS) \
 	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer -o $@ $(filter %.o %.a,$^) \
 	  -ljansson $(BLAS_LIBS) -lm -lpthread
 
+# Every malloc, calloc and realloc of the codec and the library goes through
+# the harness's failing wrappers.
+$(BUILD)/fuzz_alloc: $(BUILD)/obj/tests/fuzz/fuzz_alloc.o \
+                     $$(filter-out %/fuzz_codec.o,$$(FUZZ_CODEC_OBJS)) \
+                     $$(SERVICE_EXTRA_OBJS) $(BUILD)/libattn.a
+	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer \
+	  -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -o $@ \
+	  $(filter %.o %.a,$^) -ljansson $(BLAS_LIBS) -lm -lpthread
+
 $(BUILD)/fuzz_http: $$(FUZZ_HTTP_OBJS) $$(SERVICE_EXTRA_OBJS) \
                     $$(ASSETS_OBJ) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer -o $@ $(filter %.o %.a,$^) \
@@ -82,9 +94,10 @@ fuzz-bins:
 # HTTP body in its seeds); each harness gets its own folder.
 test-fuzz-corpus: fuzz-bins
 	@set -e; for h in $(FUZZ_HARNESSES); do \
-	  echo "fuzz_$$h: $$(ls $(FUZZ_CORPUS)/$$h | wc -l) corpus entries"; \
+	  c=$(call fuzz_corpus_of,$$h); \
+	  echo "fuzz_$$h: $$(ls $$c | wc -l) corpus entries in $$c"; \
 	  $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$$h $(FUZZ_FLAGS) -runs=0 \
-	    $(FUZZ_CORPUS)/$$h 2>$(FUZZ_BUILD)/corpus_$$h.log || \
+	    $$c 2>$(FUZZ_BUILD)/corpus_$$h.log || \
 	    { tail -n 60 $(FUZZ_BUILD)/corpus_$$h.log; exit 1; }; \
 	  grep -E 'stat::number_of_executed_units|Done' \
 	    $(FUZZ_BUILD)/corpus_$$h.log | tail -n 2; \
@@ -100,7 +113,7 @@ fuzz: fuzz-bins
 	  $(FUZZ_ENV) nice -n 10 $(FUZZ_BUILD)/fuzz_$$h $(FUZZ_FLAGS) \
 	    -max_total_time=$(FUZZ_SECONDS) \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$h- \
-	    $(FUZZ_BUILD)/corpus_$$h $(FUZZ_CORPUS)/$$h; \
+	    $(FUZZ_BUILD)/corpus_$$h $(call fuzz_corpus_of,$$h); \
 	done
 
 # -- bad input over HTTP ----------------------------------------------------
