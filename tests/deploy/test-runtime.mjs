@@ -208,8 +208,11 @@ test("docker run: ENV and ENTRYPOINT as in the image; HEALTHCHECK passes while i
   const healthy = await until(() => runSync(hc, env, 5000, user).status === 0, 15000, 100);
   assert.ok(healthy, `HEALTHCHECK ${hc.join(" ")} never passed:\n${proc.log()}`);
 
-  assert.equal((await request(port, "GET", "/healthz")).status, 200);
-  assert.equal((await request(port, "GET", "/readyz")).status, 200);
+  for (const p of ["/healthz", "/livez", "/readyz"]) {
+    const r = await request(port, "GET", p);
+    assert.equal(r.status, 200, p);
+    assert.deepEqual(JSON.parse(r.body), { status: "ok" }, p);
+  }
   const res = await request(port, "POST", "/attend", { body: SMALL_ATTEND, headers: { "Content-Type": "application/json" } });
   assert.equal(smallAttendProblem(res), null);
 

@@ -320,6 +320,11 @@ test("compose: known keys only; healthcheck, user, signal and build agree with t
   assert.deepEqual(unknown, []);
 
   assert.deepEqual(s.healthcheck.test, ["CMD", ...df.healthcheck.command]);
+  // Same timing as the image's HEALTHCHECK, so `docker run` and Compose
+  // report health alike.
+  const f = df.healthcheck.flags;
+  assert.deepEqual([s.healthcheck.interval, s.healthcheck.timeout, s.healthcheck.start_period, String(s.healthcheck.retries)],
+    [f.interval, f.timeout, f["start-period"], f.retries]);
   assert.equal(s.user, df.user);
   assert.equal(s.stop_signal, df.stopsignal);
   assert.equal(s.read_only, true);
