@@ -20,6 +20,7 @@ bench_lib --peak-only in the same run. Figures, never a failure on a time.
 
     run_http.py --attnd build/attnd --peak-bin build/bench/bench_lib \
         --out build/bench [--threads T] [--quick] [--peer-only]
+        [--workloads w1,w4]
 """
 import argparse
 import base64
@@ -186,6 +187,18 @@ class Server:
                 pass
         return out
 
+    def cpu_seconds(self):
+        """User + system CPU time of the server's processes so far."""
+        ticks = 0
+        for pid in self.pids():
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+            except (OSError, IndexError, ValueError):
+                pass
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def peak_rss_mib(self):
         total = 0
         for pid in self.pids():
@@ -319,6 +332,7 @@ def bench_server(kind, args, bodies, refs, answers, results):
                                  "not timing" % (kind, name))
             answers[(kind, name)] = got
             r = {"meta_elapsed_ms": meta.get("elapsed_ms")}
+            cpu0 = srv.cpu_seconds()
             if how == "wrk":
                 r.update(run_wrk(port, bodies[name], args.wrk_seconds))
                 print("  %-6s %-8s %9.1f req/s  p50 %.1f ms  p90 %.1f ms  "
@@ -333,13 +347,26 @@ def bench_server(kind, args, bodies, refs, answers, results):
                           kind, name, r["p50_ms"], r["p90_ms"], r["n"],
                           r["non200"], r["response_bytes"],
                           r["connections"]), flush=True)
-                if name == "w4":
-                    r["compute"] = meta_rate(port, body, args.meta_n)
+            # CPU time per request hardly depends on what else the machine
+            # runs, unlike wall time: the figure to compare on a busy box.
+            done = r["requests"] if how == "wrk" else r["n"]
+            r["cpu_ms_per_request"] = (srv.cpu_seconds() - cpu0) * 1e3 / done
+            if name == "w4":
+                r["compute"] = meta_rate(port, body, args.meta_n)
             r["peak_rss_mib"] = srv.peak_rss_mib()
             r["processes"] = len(srv.pids())
             results[(kind, name)] = r
         finally:
             srv.stop()
+
+
+def loadavg():
+    """The 1, 5 and 15 minute load averages: how busy the machine was."""
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
 
 
 def sgemm_peak(args):
@@ -362,7 +389,12 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--peer-only", action="store_true")
+    ap.add_argument("--workloads", default="",
+                    help="comma-separated subset, e.g. w1,w4 (default all)")
     args = ap.parse_args()
+    if args.workloads:
+        keep = args.workloads.split(",")
+        WORKLOADS[:] = [w for w in WORKLOADS if w[0] in keep]
     args.wrk_seconds = 3 if args.quick else 10
     args.latency_n = 3 if args.quick else 20
     args.meta_n = 3 if args.quick else 10
@@ -371,9 +403,9 @@ def main():
             print("bench-http: %s not found (make bench-deps)" % tool)
             return 1
 
-    print("bench-http: %s UTC, %d CPUs, %s run" % (
+    print("bench-http: %s UTC, %d CPUs, %s run, load average %s" % (
         time.strftime("%Y-%m-%d %H:%M", time.gmtime()), os.cpu_count(),
-        "quick" if args.quick else "full"), flush=True)
+        "quick" if args.quick else "full", loadavg()), flush=True)
     subprocess.check_call([PY, os.path.join(HERE, "gen_requests.py"),
                            args.out])
     bodies = {name: os.path.join(args.out, "requests", name + ".json")
@@ -411,7 +443,8 @@ def main():
     report(args, results, peak, servers)
     with open(os.path.join(args.out, "http.json"), "w") as f:
         json.dump({"%s/%s" % k: v for k, v in results.items()}, f, indent=1)
-    print("\nwrote %s" % os.path.join(args.out, "http.json"))
+    print("\nwrote %s (load average at the end: %s)" % (
+        os.path.join(args.out, "http.json"), loadavg()))
     return 0
 
 
@@ -452,6 +485,16 @@ def report(args, results, peak, servers):
             r = results.get((kind, name))
             if r and r.get("meta_elapsed_ms") is not None:
                 cells.append("%s %.2f ms" % (kind, r["meta_elapsed_ms"]))
+        print("  %-28s %s" % (title, ", ".join(cells)))
+    print("\nserver CPU time (user + system) per timed request, and its "
+          "peer/attnd ratio:")
+    for name, title, how, goal in WORKLOADS:
+        p, a = results.get(("peer", name)), results.get(("attnd", name))
+        cells = ["%s %.2f ms" % (k, r["cpu_ms_per_request"])
+                 for k, r in (("peer", p), ("attnd", a)) if r]
+        if p and a and a["cpu_ms_per_request"] > 0:
+            cells.append("ratio %.1fx" % (p["cpu_ms_per_request"]
+                                           / a["cpu_ms_per_request"]))
         print("  %-28s %s" % (title, ", ".join(cells)))
     for kind in servers:
         bad = [n for (k, n), r in results.items() if k == kind and

@@ -66,9 +66,9 @@ def main():
     quick = ["--quick"] if args.quick else []
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads))
 
-    print("bench-lib: %s UTC, %s, %d CPUs" % (
+    print("bench-lib: %s UTC, %s, %d CPUs, load average %s" % (
         time.strftime("%Y-%m-%d %H:%M", time.gmtime()), cpu_model(),
-        os.cpu_count()), flush=True)
+        os.cpu_count(), loadavg()), flush=True)
     c_csv = os.path.join(args.out, "lib_c.csv")
     rc = subprocess.call([args.bin, "--threads", str(args.threads), "--csv",
                           c_csv] + quick, env=env)
@@ -197,6 +197,7 @@ def main():
     print("\nwrote %s, %s, %s" % (c_csv, out_csv,
                                    os.path.join(args.out, "torch_attn.json")))
     plot(args.out, merged, peak, args.threads)
+    print("load average at the end: %s" % loadavg())
     return 0
 
 
@@ -255,6 +256,15 @@ def has_cairo():
         return "pngcairo" in (r.stdout + r.stderr)
     except OSError:
         return False
+
+
+def loadavg():
+    """The 1, 5 and 15 minute load averages: how busy the machine was."""
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
 
 
 def cpu_model():
