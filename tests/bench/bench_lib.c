@@ -93,12 +93,20 @@ static uint64_t bench_mem_available(void)
 
 /* -- a tiny executor: T-1 pool threads plus the calling thread ------------- */
 
-typedef struct bench_pool {
+typedef struct bench_pool bench_pool;
+
+typedef struct bench_worker_arg {
+    bench_pool *pool;
+    size_t worker;
+} bench_worker_arg;
+
+struct bench_pool {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_cond_t done;
     pthread_t *threads;
-    size_t nthreads; /* pool threads; workers = nthreads + 1 */
+    bench_worker_arg *args; /* one per pool thread, indexed by worker */
+    size_t nthreads;        /* pool threads; workers = nthreads + 1 */
     unsigned long generation;
     int stop;
     size_t active; /* pool threads still draining the current job */
@@ -106,12 +114,7 @@ typedef struct bench_pool {
     void *arg;
     size_t count;
     atomic_size_t next;
-} bench_pool;
-
-typedef struct bench_worker_arg {
-    bench_pool *pool;
-    size_t worker;
-} bench_worker_arg;
+};
 
 /* Takes task indices until none are left; each index runs exactly once. */
 static void bench_pool_drain(bench_pool *pool, size_t worker)
@@ -169,9 +172,8 @@ static void bench_pool_run(void *ctx, size_t count,
     pthread_mutex_unlock(&pool->lock);
 }
 
-static bench_worker_arg *bench_pool_args;
-
-/* Starts workers-1 threads. Returns 0, or -1 (nothing left running). */
+/* Starts workers-1 threads. Returns 0, or -1 (the threads started so far
+ * keep running until bench_pool_free). */
 static int bench_pool_init(bench_pool *pool, size_t workers)
 {
     memset(pool, 0, sizeof *pool);
@@ -180,14 +182,14 @@ static int bench_pool_init(bench_pool *pool, size_t workers)
     pthread_cond_init(&pool->done, NULL);
     atomic_init(&pool->next, 0);
     pool->threads = calloc(workers, sizeof *pool->threads);
-    bench_pool_args = calloc(workers, sizeof *bench_pool_args);
-    if (!pool->threads || !bench_pool_args)
+    pool->args = calloc(workers, sizeof *pool->args);
+    if (!pool->threads || !pool->args)
         return -1;
     for (size_t w = 1; w < workers; w++) {
-        bench_pool_args[w].pool = pool;
-        bench_pool_args[w].worker = w;
+        pool->args[w].pool = pool;
+        pool->args[w].worker = w;
         if (pthread_create(&pool->threads[w - 1], NULL, bench_pool_main,
-                           &bench_pool_args[w]) != 0)
+                           &pool->args[w]) != 0)
             return -1;
         pool->nthreads++;
     }
@@ -203,8 +205,7 @@ static void bench_pool_free(bench_pool *pool)
     for (size_t t = 0; t < pool->nthreads; t++)
         pthread_join(pool->threads[t], NULL);
     free(pool->threads);
-    free(bench_pool_args);
-    bench_pool_args = NULL;
+    free(pool->args);
 }
 
 /* -- the cases ------------------------------------------------------------- */
@@ -689,6 +690,7 @@ int main(int argc, char **argv)
     if (status == 0) {
         if (bench_pool_init(&pool, (size_t)o.threads) != 0) {
             fprintf(stderr, "bench_lib: cannot start the executor\n");
+            bench_pool_free(&pool);
             status = -1;
         } else {
             attn_executor ex = {.run = bench_pool_run,
