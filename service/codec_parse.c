@@ -82,6 +82,7 @@ static int codec__enum(codec_reader *r, const char *name,
                        codec_error *err)
 {
     const char *s;
+    char *unesc = NULL;
     size_t len;
     int esc, i;
     char ptr[64], q[64], expect[128];
@@ -100,13 +101,25 @@ static int codec__enum(codec_reader *r, const char *name,
     }
     if (codec_json_string(r, &s, &len, &esc, err) != 0)
         return -1;
-    for (i = 0; i < count && !esc; i++) {
+    if (esc) {
+        /* "caus\u0061l" is "causal" */
+        unesc = codec_json_unescape(s, len, &len);
+        if (unesc == NULL) {
+            codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
+                            "out of memory while parsing the request");
+            return -1;
+        }
+        s = unesc;
+    }
+    for (i = 0; i < count; i++) {
         if (strlen(names[i]) == len && memcmp(names[i], s, len) == 0) {
+            free(unesc);
             *out = i;
             return 0;
         }
     }
     codec__quote(s, len, q, sizeof q);
+    free(unesc);
     codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                     "%s: expected %s, found \"%s\"", ptr, expect, q);
     return -1;
@@ -821,6 +834,15 @@ int codec_parse(const char *body, size_t len, const limits_config *lim,
         goto fail;
     }
     p = &req->p;
+    /* before the shapes are checked against a huge h */
+    if ((f.has_h && f.h > lim->max_heads) ||
+        (f.has_g && f.g > lim->max_heads)) {
+        codec__too_large(err, f.has_h && f.h > lim->max_heads
+                                  ? "num_heads" : "num_kv_heads",
+                         f.has_h && f.h > lim->max_heads ? f.h : f.g,
+                         "--max-heads", "ATTND_MAX_HEADS", lim->max_heads);
+        goto fail;
+    }
     if (codec__dims(&f, &p->dims, err) != 0)
         goto fail;
     p->mask = f.mask;

@@ -398,11 +398,29 @@ static int codec__tensor(codec_reader *r, const char *ptr,
                 }
                 if (codec_json_string(r, &v, &vl, &ve, err) != 0)
                     return -1;
-                if (ve || vl != 7 || memcmp(v, "float32", 7) != 0) {
-                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                                    "%s: expected \"float32\", found \"%.*s\"",
-                                    path, (int)(vl > 32 ? 32 : vl), v);
-                    return -1;
+                {
+                    /* decoded, so "float\u0033\u0032" counts as "float32" */
+                    char *dec = ve ? codec_json_unescape(v, vl, &vl) : NULL;
+                    const char *t = dec ? dec : v;
+                    char q[40];
+                    size_t k;
+                    int ok = vl == 7 && memcmp(t, "float32", 7) == 0;
+                    for (k = 0; k < vl && k + 4 < sizeof q; k++)
+                        q[k] = ((unsigned char)t[k] >= 0x20 &&
+                                (unsigned char)t[k] < 0x7F && t[k] != '"')
+                                   ? t[k] : '?';
+                    q[k] = '\0';
+                    free(dec);
+                    if (ve && dec == NULL) {
+                        codec__oom(err);
+                        return -1;
+                    }
+                    if (!ok) {
+                        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                        "%s: expected \"float32\", found "
+                                        "\"%s\"", path, q);
+                        return -1;
+                    }
                 }
                 have_dtype = 1;
             } else if (key_len == 5 && memcmp(key, "shape", 5) == 0) {
