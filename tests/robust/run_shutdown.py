@@ -4,17 +4,19 @@
     run_shutdown.py --attnd build/attnd [--clients 16] [--load-s 1.5]
 
 CLIENTS threads POST valid requests (a few milliseconds of compute each),
-one connection per request, as fast as they can; after LOAD_S seconds
+one connection per request (the last round: keep-alive connections), as
+fast as they can; after LOAD_S seconds
 attnd gets SIGTERM and the clients go on until their connections are
 refused. Every request is classified from the client's side:
 
   ok        200 with a complete JSON body holding `output`
   refused   503 `unavailable` with Retry-After (refused before it started)
   no_conn   connect() refused: the listening socket is closed
-  backlog   connection reset with not one byte of answer, after SIGTERM:
-            the connection sat in the kernel's accept queue when attnd
-            closed its listening socket, so attnd never saw the request
-            (cross-checked below with attnd's own log)
+  backlog   connection reset or closed with not one byte of answer, after
+            SIGTERM: the connection sat in the kernel's accept queue when
+            attnd closed its listening socket, or was an idle keep-alive
+            connection closed by the stopping daemon, so attnd never saw
+            the request (cross-checked below with attnd's own log)
   BAD       anything else: another status, a partial answer, a reset
             before SIGTERM, a hang
 
@@ -56,6 +58,107 @@ class Tally:
                 self.bad.append(detail)
 
 
+class KeepAlive:
+    """One persistent connection: requests one after another on the same
+    socket until the server closes it."""
+
+    def __init__(self, port):
+        self.port = port
+        self.sock = None
+
+    def post(self, data):
+        """Returns (Response or None, reused): None when the connection
+        ended with not one byte of answer; raises ConnectionError (with
+        .partial) when it ended mid-answer."""
+        reused = self.sock is not None
+        if self.sock is None:
+            self.sock = socket.create_connection(("127.0.0.1", self.port),
+                                                 timeout=30)
+        head = (b"POST /attend HTTP/1.1\r\nHost: k\r\nContent-Type: "
+                b"application/json\r\nContent-Length: %d\r\n\r\n" %
+                len(data))
+        buf = b""
+        try:
+            self.sock.sendall(head + data)
+            while True:
+                got = self.sock.recv(65536)
+                if not got:
+                    break
+                buf += got
+                parsed = attnd_proc._parse_response(buf)
+                if parsed:
+                    r = parsed[0]
+                    if r.headers.get("connection", "").lower() == "close":
+                        self.close()
+                    return r, reused
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        self.close()
+        if buf:
+            err = ConnectionError("closed after %d bytes" % len(buf))
+            err.partial = buf
+            raise err
+        return None, reused
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+def client_keepalive(port, data, stop_at, sigterm_at, tally):
+    conn = KeepAlive(port)
+    while time.monotonic() < stop_at[0]:
+        try:
+            r, reused = conn.post(data)
+        except ConnectionRefusedError:
+            tally.add("no_conn")
+            if sigterm_at[0] is None:
+                tally.add("BAD", "connection refused before SIGTERM")
+            time.sleep(0.01)
+            continue
+        except ConnectionError as e:
+            tally.add("BAD", "%s (partial %r)" % (
+                e, getattr(e, "partial", b"")[:80]))
+            continue
+        except OSError as e:
+            tally.add("BAD", "socket error %s" % e)
+            conn.close()
+            continue
+        if r is None:
+            # Closed with no answer: an idle keep-alive connection closed
+            # by the stopping daemon, or one in the accept queue.
+            if sigterm_at[0] is not None:
+                tally.add("backlog")
+            else:
+                tally.add("BAD", "connection closed without an answer "
+                          "before SIGTERM (reused %s)" % reused)
+            continue
+        classify(r, tally)
+    conn.close()
+
+
+def classify(r, tally):
+    if r.status == 200:
+        try:
+            ok = "output" in r.json()
+        except ValueError:
+            ok = False
+        tally.add("ok" if ok else "BAD",
+                  None if ok else "200 with a broken body")
+    elif r.status == 503:
+        try:
+            code = r.json()["error"]["code"]
+        except (ValueError, KeyError, TypeError):
+            code = None
+        if code == "unavailable" and "retry-after" in r.headers:
+            tally.add("refused")
+        else:
+            tally.add("BAD", "503 without the contract's body/header")
+    else:
+        tally.add("BAD", "status %d %r" % (r.status, r.body[:120]))
+
+
 def client(port, data, stop_at, sigterm_at, tally):
     while time.monotonic() < stop_at[0]:
         try:
@@ -79,24 +182,7 @@ def client(port, data, stop_at, sigterm_at, tally):
         except OSError as e:
             tally.add("BAD", "socket error %s" % e)
             continue
-        if r.status == 200:
-            try:
-                ok = "output" in r.json()
-            except ValueError:
-                ok = False
-            tally.add("ok" if ok else "BAD",
-                      None if ok else "200 with a broken body")
-        elif r.status == 503:
-            try:
-                code = r.json()["error"]["code"]
-            except (ValueError, KeyError, TypeError):
-                code = None
-            if code == "unavailable" and "retry-after" in r.headers:
-                tally.add("refused")
-            else:
-                tally.add("BAD", "503 without the contract's body/header")
-        else:
-            tally.add("BAD", "status %d %r" % (r.status, r.body[:120]))
+        classify(r, tally)
 
 
 def main():
@@ -113,7 +199,10 @@ def main():
         tally = Tally()
         stop_at = [time.monotonic() + 3600]
         sigterm_at = [None]
-        threads = [threading.Thread(target=client,
+        # The last round keeps its connections alive between requests.
+        keepalive = rnd == args.rounds - 1
+        threads = [threading.Thread(target=client_keepalive if keepalive
+                                    else client,
                                     args=(srv.port, data, stop_at,
                                           sigterm_at, tally))
                    for _ in range(args.clients)]
@@ -141,9 +230,10 @@ def main():
             if st not in (200, 503):
                 lost.append(line.strip())
         c = tally.counts
-        print("round %d: client ok %d, refused-503 %d, no-connection %d, "
+        print("round %d (%s): client ok %d, refused-503 %d, no-connection %d, "
               "reset-in-backlog %d, BAD %d; attnd logged %s; exit %s" % (
-                  rnd + 1, c.get("ok", 0), c.get("refused", 0),
+                  rnd + 1, "keep-alive" if keepalive else "connection per "
+                  "request", c.get("ok", 0), c.get("refused", 0),
                   c.get("no_conn", 0), c.get("backlog", 0), c.get("BAD", 0),
                   " ".join("%s:%d" % kv for kv in sorted(
                       served.items(), key=lambda kv: str(kv[0]))), rc))
