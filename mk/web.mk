@@ -11,7 +11,7 @@ ASSET_FILES ?=
 ASSETS_OBJ := $(BUILD)/obj/gen/assets.o
 EMBED := $(BUILD)/tools/embed
 
-WEB_FILES := $(shell find web -type f ! -name '.*' ! -name '*~' | LC_ALL=C sort)
+WEB_FILES := $(shell find web -type f ! -name '.*' ! -name '*~' 2>/dev/null | LC_ALL=C sort)
 web_url = $(if $(filter web/index.html,$(1)),/,$(patsubst web/%,/%,$(1)))
 WEB_ENTRIES := $(foreach f,$(WEB_FILES),$(call web_url,$(f))=$(f))
 
