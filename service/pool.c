@@ -1,4 +1,5 @@
-/* pool.c: fixed worker threads taking tasks from the active runs in turn. */
+/* pool.c: fixed worker threads taking tasks from the active runs, the run
+ * with the least work left first. */
 #include "pool.h"
 
 #include <pthread.h>
@@ -24,7 +25,8 @@ typedef struct pool__worker {
 struct pool {
     pthread_mutex_t mu;
     pthread_cond_t work;
-    pool__job *cursor; /* next job to take a task from; NULL: none */
+    pool__job *ring; /* a run with unclaimed tasks, entry to the ring; NULL:
+                        none */
     bool stopping;
     size_t n_workers, n_started;
     pool__worker *workers;
@@ -36,14 +38,27 @@ static _Thread_local bool pool__in_task;
 static void pool__unlink(pool *p, pool__job *j)
 {
     if (j->succ == j) {
-        p->cursor = NULL;
+        p->ring = NULL;
     } else {
         j->prev->succ = j->succ;
         j->succ->prev = j->prev;
-        if (p->cursor == j)
-            p->cursor = j->succ;
+        if (p->ring == j)
+            p->ring = j->succ;
     }
     j->prev = j->succ = NULL;
+}
+
+/* The run with the fewest unclaimed tasks: shortest remaining work first,
+ * so a small request finishes behind at most the tasks already running,
+ * whatever large runs are queued. Runs are few (at most the requests in
+ * flight), so a scan per task costs nothing next to the task. */
+static pool__job *pool__pick(pool *p)
+{
+    pool__job *best = p->ring;
+    for (pool__job *j = p->ring->succ; j != p->ring; j = j->succ)
+        if (j->count - j->next < best->count - best->next)
+            best = j;
+    return best;
 }
 
 static void *pool__main(void *arg)
@@ -53,16 +68,14 @@ static void *pool__main(void *arg)
     pool__in_task = true;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->cursor && !p->stopping)
+        while (!p->ring && !p->stopping)
             pthread_cond_wait(&p->work, &p->mu);
-        if (!p->cursor)
+        if (!p->ring)
             break; /* stopping and nothing left */
-        pool__job *j = p->cursor;
+        pool__job *j = pool__pick(p);
         size_t i = j->next++;
         if (j->next == j->count)
             pool__unlink(p, j);
-        else
-            p->cursor = j->succ; /* round-robin: next task from the next run */
         pthread_mutex_unlock(&p->mu);
         j->fn(j->arg, i, w->index);
         pthread_mutex_lock(&p->mu);
@@ -90,13 +103,12 @@ static void pool__run(void *ctx, size_t count,
     pool__job j = {.fn = fn, .arg = arg, .count = count};
     pthread_cond_init(&j.finished, NULL);
     pthread_mutex_lock(&p->mu);
-    if (!p->cursor) {
+    if (!p->ring) {
         j.prev = j.succ = &j;
-        p->cursor = &j;
+        p->ring = &j;
     } else {
-        /* Insert just before the cursor: served last in this round. */
-        j.succ = p->cursor;
-        j.prev = p->cursor->prev;
+        j.succ = p->ring;
+        j.prev = p->ring->prev;
         j.prev->succ = &j;
         j.succ->prev = &j;
     }
@@ -167,6 +179,19 @@ void pool_free(pool *p)
 const attn_executor *pool_executor(pool *p)
 {
     return &p->exec;
+}
+
+size_t pool_runs_waiting(pool *p)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&p->mu);
+    if (p->ring) {
+        n = 1;
+        for (pool__job *j = p->ring->succ; j != p->ring; j = j->succ)
+            n++;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }
 
 size_t pool_workers(const pool *p)

@@ -18,11 +18,15 @@ void pool_free(pool *p);
 
 /* The executor view of p (borrowed; valid until pool_free). Its run blocks
  * the caller until all count tasks have returned. Concurrent runs (one per
- * request) share the workers round-robin, task by task, so a small request
- * advances while a large one is in progress instead of queuing behind it.
+ * request) share the workers task by task, the run with the fewest
+ * unclaimed tasks first, so a small request waits only for the tasks
+ * already running, never behind a large request's queue.
  * Worker indices are the pool threads' own, in [0, workers). A run called
  * from inside a task executes inline on that worker. */
 const attn_executor *pool_executor(pool *p);
+
+/* Runs that still have unclaimed tasks (queued work, for tests). */
+size_t pool_runs_waiting(pool *p);
 
 /* Number of worker threads. */
 size_t pool_workers(const pool *p);

@@ -97,6 +97,73 @@ START_TEST(test_pool_nested_run_does_not_deadlock)
 }
 END_TEST
 
+/* Order of execution on a one-worker pool. */
+typedef struct order {
+    atomic_int gate;     /* the big run's first task waits for it */
+    atomic_int big_done; /* big tasks finished */
+    atomic_int small_at; /* big tasks finished when the small one ran */
+} order;
+
+static void big_task(void *arg, size_t i, size_t worker)
+{
+    (void)worker;
+    order *o = arg;
+    if (i == 0)
+        while (!atomic_load(&o->gate))
+            ;
+    atomic_fetch_add(&o->big_done, 1);
+}
+
+static void small_task(void *arg, size_t i, size_t worker)
+{
+    (void)i;
+    (void)worker;
+    order *o = arg;
+    atomic_store(&o->small_at, atomic_load(&o->big_done));
+}
+
+typedef struct order_run {
+    pool *p;
+    order *o;
+    int big;
+} order_run;
+
+static void *order_thread(void *arg)
+{
+    order_run *r = arg;
+    const attn_executor *e = pool_executor(r->p);
+    if (r->big)
+        e->run(e->ctx, 100, big_task, r->o);
+    else
+        e->run(e->ctx, 1, small_task, r->o);
+    return NULL;
+}
+
+START_TEST(test_pool_small_run_not_queued_behind_big)
+{
+    pool *p;
+    ck_assert_int_eq(pool_new(1, &p), 0);
+    order o = {0};
+    atomic_store(&o.small_at, -1);
+    order_run big = {p, &o, 1}, small = {p, &o, 0};
+    pthread_t tb, ts;
+    pthread_create(&tb, NULL, order_thread, &big);
+    while (pool_runs_waiting(p) < 1)
+        ;
+    pthread_create(&ts, NULL, order_thread, &small);
+    while (pool_runs_waiting(p) < 2)
+        ;
+    atomic_store(&o.gate, 1);
+    pthread_join(ts, NULL);
+    pthread_join(tb, NULL);
+    /* The only worker finished the big run's first task, then took the
+     * small run (1 task left) before the big one's 99. */
+    ck_assert_int_eq(atomic_load(&o.small_at), 1);
+    ck_assert_int_eq(atomic_load(&o.big_done), 100);
+    pool_free(p);
+}
+END_TEST
+
 START_TEST(test_pool_zero_workers_refused)
 {
     pool *p = (pool *)1;
@@ -111,6 +178,7 @@ Suite *pool_suite(void)
     TCase *t = tcase_create("pool");
     tcase_add_test(t, test_pool_each_task_once_concurrent_runs);
     tcase_add_test(t, test_pool_nested_run_does_not_deadlock);
+    tcase_add_test(t, test_pool_small_run_not_queued_behind_big);
     tcase_add_test(t, test_pool_zero_workers_refused);
     suite_add_tcase(s, t);
     return s;
