@@ -5,6 +5,8 @@
 #                              reset or a hang; /healthz answers after each
 #   make test-cases            the bad-input table tests/cases/invalid/*:
 #                              status, error.code and error.field (pointer)
+#   make test-robust-asan      both of the above against attnd built with
+#                              ASan+UBSan
 #   make test-fuzz-corpus      each fuzz harness over its committed corpus once
 #   make fuzz                  each harness for FUZZ_SECONDS (default 300)
 #   make test-valgrind-service attnd under valgrind memcheck serving valid and
@@ -25,8 +27,8 @@
 ROBUST_PY := /usr/bin/python3
 DEB_TEST_PACKAGES += python3
 ROBUST_LOAD_DEB_PACKAGES := wrk
-TEST_TARGETS += test-jsonsuite test-cases test-fuzz-corpus \
-                test-valgrind-service test-shutdown-load
+TEST_TARGETS += test-jsonsuite test-cases test-robust-asan \
+                test-fuzz-corpus test-valgrind-service test-shutdown-load
 
 FUZZ_BUILD := build/fuzz
 FUZZ_SECONDS ?= 300
@@ -52,7 +54,8 @@ FUZZ_FLAGS := -rss_limit_mb=2048 -timeout=60 -max_len=65536 \
 
 LOADTEST_SECONDS ?= 60
 
-.PHONY: test-jsonsuite test-cases test-fuzz-corpus fuzz fuzz-bins \
+.PHONY: test-jsonsuite test-cases test-robust-asan test-fuzz-corpus fuzz \
+        fuzz-bins \
         test-valgrind-service test-shutdown-load loadtest
 
 # -- fuzzing --------------------------------------------------------------
@@ -125,6 +128,13 @@ test-jsonsuite: $(BUILD)/attnd
 test-cases: $(BUILD)/attnd
 	$(ROBUST_PY) tests/robust/run_cases.py --attnd $(BUILD)/attnd \
 	  --cases tests/cases/invalid
+
+# Both against attnd built with ASan+UBSan (build/asan): a sanitizer report
+# aborts attnd, and LeakSanitizer at exit turns the SIGTERM exit code
+# non-zero, both of which the runners fail on.
+test-robust-asan:
+	ASAN_OPTIONS=detect_leaks=1 $(MAKE) --no-print-directory \
+	  BUILD=build/asan SAN=1 test-jsonsuite test-cases
 
 # -- leaks and memory errors of the real binary -------------------------------
 

@@ -188,7 +188,7 @@ def main():
               os.path.basename(args.known))
         for name, fails in known_failed:
             print("  KNOWN %s [%s]: %s" % (name, known[name],
-                                           "; ".join(fails)))
+                                           "; ".join(fails)[:240]))
     for name in fixed:
         print("  FIXED %s passes now: remove it from %s" % (
             name, os.path.basename(args.known)))
