@@ -398,9 +398,9 @@ static enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
     server *srv = r->srv;
     if (r->discard)
         return http__error(r, c, ERRORS_TOO_LARGE, NULL,
-                           "request body is over the limit max_body_bytes = "
-                           "%zu bytes (--max-body-bytes)",
-                           srv->cfg.limits.max_body_bytes);
+                           "the request body has %zu bytes; the limit "
+                           "--max-body-bytes (ATTND_MAX_BODY_BYTES) is %zu",
+                           r->bytes_in, srv->cfg.limits.max_body_bytes);
     codec_error err;
     memset(&err, 0, sizeof err);
     codec_request *req = NULL;
@@ -522,16 +522,17 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
         if (!errno && end != cl && *end == '\0' &&
             n > srv->cfg.limits.max_body_bytes)
             return http__error(r, c, ERRORS_TOO_LARGE, NULL,
-                               "Content-Length %llu is over the limit "
-                               "max_body_bytes = %zu bytes (--max-body-bytes)",
+                               "Content-Length is %llu bytes; the limit "
+                               "--max-body-bytes (ATTND_MAX_BODY_BYTES) is %zu",
                                n, srv->cfg.limits.max_body_bytes);
     }
     size_t prev = atomic_fetch_add(&srv->attend_in_flight, 1);
     if (prev >= srv->cfg.limits.max_in_flight) {
         atomic_fetch_sub(&srv->attend_in_flight, 1);
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
-                           "over capacity: %zu requests in flight is the "
-                           "limit max_in_flight (--max-in-flight)",
+                           "over capacity: %zu requests are in progress, "
+                           "the limit --max-in-flight (ATTND_MAX_IN_FLIGHT); "
+                           "retry later",
                            srv->cfg.limits.max_in_flight);
     }
     r->attend_slot = true;

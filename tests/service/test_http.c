@@ -371,7 +371,8 @@ START_TEST(test_http_content_length_over_limit_413_before_upload)
     int status = ts_raw(server_port(s), req, sizeof req - 1, out, sizeof out);
     ck_assert_msg(status == 413, "got %d: %s", status, out);
     ck_assert_ptr_nonnull(strstr(out, "\"too_large\""));
-    ck_assert_ptr_nonnull(strstr(out, "max_body_bytes"));
+    ck_assert_ptr_nonnull(strstr(out, "--max-body-bytes"));
+    ck_assert_ptr_nonnull(strstr(out, "is 1000"));
     /* Through libcurl too, body attached. */
     char *big = malloc(5000);
     memset(big, ' ', 5000);
@@ -470,6 +471,7 @@ START_TEST(test_http_chunked_over_limit_413_after_upload)
     chunked_post(&c);
     ck_assert_int_eq(c.status, 413);
     ck_assert_ptr_nonnull(strstr(c.body, "\"too_large\""));
+    ck_assert_ptr_nonnull(strstr(c.body, "20000 bytes"));
     /* The whole body was drained, never cut off mid-upload. */
     ck_assert_uint_eq(u.sent, u.total);
     /* A chunked body within the limit is read in full and reaches the
