@@ -132,7 +132,7 @@ def valid_requests():
     out["n1"] = request(n=1, d_model=1, h=1, d_k=1)
     out["zeros"] = {"x": [[0, 0]], "w_q": [[0], [0]], "w_k": [[0], [0]],
                     "w_v": [[0], [0]]}
-    out["exponents"] = {"x": [[1e-45, -3.4e38]], "w_q": [[1E0], [-0.0]],
+    out["exponents"] = {"x": [[1e-45, -3.4e3]], "w_q": [[1E0], [-0.0]],
                         "w_k": [[2e-1], [1e+1]], "w_v": [[5], [6]]}
     return out
 
