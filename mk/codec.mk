@@ -39,10 +39,13 @@ $(BUILD)/obj/tests/service/test_codec_main.o: tests/service/test_codec.c
 	$(CC) $(CFLAGS_ALL) $(CODEC_CHECK_CFLAGS) -DCODEC_TEST_STANDALONE \
 	  -DCODEC_FIXTURES='"tests/fixtures/codec"' -c $< -o $@
 
+# The allocation-failure test interposes the allocator of the codec's objects.
+CODEC_WRAP = -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc
+
 $(BUILD)/test_codec: $(BUILD)/obj/tests/service/test_codec_main.o \
                      $(CODEC_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS) \
-	  $(CODEC_CHECK_LIBS)
+	  $(CODEC_CHECK_LIBS) $(CODEC_WRAP)
 
 $(BUILD)/bench_codec: $(BUILD)/obj/tests/bench/bench_codec.o \
                       $(CODEC_OBJS) $(BUILD)/libattn.a

@@ -1555,6 +1555,120 @@ START_TEST(test_codec_writer_chunks_identical)
 }
 END_TEST
 
+#ifdef CODEC_TEST_STANDALONE
+/* Allocation failure, each allocation in turn (jansson's and the library's
+ * own test style). The standalone binary is linked with --wrap=malloc etc.,
+ * so the codec's (and libattn.a's) allocations come here; jansson, a shared
+ * library, allocates unwrapped. Leaks on these paths show in the SAN=1
+ * build, whose LeakSanitizer checks at exit. */
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t size);
+
+static long alloc_fail_at = -1, alloc_seen;
+
+static int alloc_should_fail(void)
+{
+    return alloc_fail_at >= 0 && alloc_seen++ == alloc_fail_at;
+}
+
+void *__wrap_malloc(size_t size)
+{
+    return alloc_should_fail() ? NULL : __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    return alloc_should_fail() ? NULL : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t size)
+{
+    return alloc_should_fail() ? NULL : __real_realloc(p, size);
+}
+
+START_TEST(test_codec_alloc_failure)
+{
+    spec sp = {.B = 2, .n = 3, .m = 4, .d_model = 4, .d_mem = 3, .h = 2,
+               .g = 1, .d_k = 2, .d_v = 2, .batched = 1, .cross = 1,
+               .w3d = 1, .bias = 1, .kpm = 2, .tokens = 2, .wo = 1,
+               .d_out = 3};
+    char *json = build_request(&sp), *reference = NULL;
+    size_t ref_len = 0;
+    long k;
+    int completed = 0;
+    limits_config lim = lim_default();
+
+    for (k = 0; !completed && k < 10000; k++) {
+        codec_request *req = NULL;
+        codec_error err = {0};
+        codec_writer *w = NULL;
+        char buf[256];
+        size_t got;
+        int rc;
+
+        alloc_seen = 0;
+        alloc_fail_at = k;
+        rc = codec_parse(json, strlen(json), &lim, &req, &err);
+        alloc_fail_at = -1;
+        if (rc != 0) {
+            ck_assert_ptr_null(req);
+            ck_assert_msg(err.kind == ERRORS_UNAVAILABLE,
+                          "allocation %ld failed: %s (%s)", k,
+                          errors_code(err.kind), err.message);
+            continue;
+        }
+        alloc_fail_at = k;
+        rc = codec_run(req, NULL, &err, NULL);
+        alloc_fail_at = -1;
+        if (rc != 0) {
+            ck_assert_msg(err.kind == ERRORS_UNAVAILABLE, "run: %s",
+                          err.message);
+            codec_request_free(req);
+            continue;
+        }
+        alloc_fail_at = k;
+        w = codec_writer_new(req);
+        alloc_fail_at = -1;
+        if (w == NULL)
+            continue; /* req freed by codec_writer_new */
+        if (reference == NULL) {
+            reference = drain_writer(w, &ref_len);
+        } else {
+            /* once the writer exists, the body is whole */
+            size_t n = 0;
+            char *body;
+            alloc_fail_at = 0; /* every later allocation would fail */
+            alloc_seen = 0;
+            body = __real_malloc(ref_len + 1);
+            while ((got = codec_writer_read(w, buf, sizeof buf)) > 0) {
+                ck_assert_uint_le(n + got, ref_len);
+                memcpy(body + n, buf, got);
+                n += got;
+            }
+            alloc_fail_at = -1;
+            ck_assert_uint_eq(n, ref_len);
+            /* elapsed_ms differs; the arrays before "meta" agree */
+            ck_assert(memcmp(body, reference,
+                             (size_t)(strstr(reference, "\"meta\"") -
+                                      reference)) == 0);
+            free(body);
+        }
+        codec_writer_free(w);
+        completed = alloc_seen <= k;
+    }
+    ck_assert_msg(completed, "never completed without a failure");
+    /* parse, 3-D conversions, labels, results, writer segments */
+    ck_assert_int_ge(k, 15);
+    free(reference);
+    free(json);
+}
+END_TEST
+#endif
+
 Suite *codec_suite(void)
 {
     Suite *s = suite_create("codec");
@@ -1584,6 +1698,9 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_format_round_trip);
     tcase_add_test(tc, test_codec_format_shortest);
     tcase_add_test(tc, test_codec_writer_chunks_identical);
+#ifdef CODEC_TEST_STANDALONE
+    tcase_add_test(tc, test_codec_alloc_failure);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }
