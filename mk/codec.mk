@@ -51,10 +51,21 @@ $(BUILD)/bench_codec: $(BUILD)/obj/tests/bench/bench_codec.o \
                       $(CODEC_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS)
 
-.PHONY: test-codec bench-codec
+.PHONY: test-codec test-codec-alloc test-codec-alloc-asan bench-codec
+TEST_TARGETS += test-codec-alloc test-codec-alloc-asan
 
+# Every codec case (the service runner runs them too, in test-service).
 test-codec: $(BUILD)/test_codec
 	$(BUILD)/test_codec
+
+# Only what the service runner cannot run: allocation failure in turn, and
+# its ASan+UBSan twin whose LeakSanitizer proves the failure paths free all
+# (no fork, so the leak check at exit covers the whole case).
+test-codec-alloc: $(BUILD)/test_codec
+	CK_FORK=no CK_RUN_CASE=alloc $(BUILD)/test_codec
+
+test-codec-alloc-asan:
+	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 test-codec-alloc
 
 # Not a test: prints parse and format costs, never fails on a time.
 bench-codec: $(BUILD)/bench_codec

@@ -1698,10 +1698,13 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_format_round_trip);
     tcase_add_test(tc, test_codec_format_shortest);
     tcase_add_test(tc, test_codec_writer_chunks_identical);
-#ifdef CODEC_TEST_STANDALONE
-    tcase_add_test(tc, test_codec_alloc_failure);
-#endif
     suite_add_tcase(s, tc);
+#ifdef CODEC_TEST_STANDALONE
+    tc = tcase_create("alloc");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_codec_alloc_failure);
+    suite_add_tcase(s, tc);
+#endif
     return s;
 }
 
