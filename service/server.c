@@ -186,8 +186,7 @@ static enum MHD_Result http__send_error(http_request *r,
                                         const char *allow)
 {
     static const char oom_body[] =
-        "{\"error\":{\"code\":\"unavailable\",\"message\":\"out of memory\","
-        "\"field\":\"\"}}";
+        "{\"error\":{\"code\":\"unavailable\",\"message\":\"out of memory\"}}";
     int status = errors_http_status(e->kind);
     size_t len = 0;
     char *body = codec_error_body(e, &len);

@@ -116,6 +116,30 @@ START_TEST(test_http_openapi_lists_attend)
         ck_assert_msg(json_is_object(json_object_get(
                           json_object_get(paths, gets[i]), "get")),
                       "openapi.json lacks GET %s", gets[i]);
+    /* Every documented GET path is served. */
+    const char *path;
+    json_t *item;
+    json_object_foreach(paths, path, item)
+    {
+        if (json_object_get(item, "get"))
+            ck_assert_msg(ts_get_status(port, path) == 200, "GET %s", path);
+    }
+    /* The documented request example is a valid request. */
+    json_t *example = json_object_get(
+        json_object_get(json_object_get(json_object_get(j, "components"),
+                                        "schemas"),
+                        "AttendRequest"),
+        "example");
+    ck_assert(json_is_object(example));
+    char *body = json_dumps(example, JSON_COMPACT);
+    ts_response a;
+    ts_request q2 = {.method = "POST", .path = "/attend",
+                     .content_type = "application/json", .body = body,
+                     .body_len = strlen(body)};
+    ts_http(port, &q2, &a);
+    ck_assert_msg(a.status == 200, "example got %ld: %s", a.status, a.body);
+    ts_response_free(&a);
+    free(body);
     json_decref(j);
     ts_response_free(&r);
 }
