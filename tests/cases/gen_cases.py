@@ -410,6 +410,20 @@ HTTP_ROWS = [
                    "Transfer-Encoding: gzip, chunked",
         "chunked": ""},
      err(400, "bad_request")),
+    # Only the first of two Transfer-Encoding headers is looked at; a
+    # proxy that joins them sees "chunked, gzip" and frames the body
+    # differently (RFC 9112 6.1: chunked must be the final coding).
+    ("http_te_two_headers_chunked_gzip", GOOD, {
+        "headers": "Content-Type: application/json\r\n"
+                   "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip",
+        "chunked": ""},
+     err(400, "bad_request")),
+    ("http_expect_continue_over_limit", b"", {
+        "headers": "Content-Type: application/json\r\n"
+                   "Content-Length: 2000000\r\nExpect: 100-continue"},
+     err(413, "too_large")),
+    ("http_head_attend", b"", {"method": "HEAD", "headers": ""},
+     {"status": 405, "header": "Allow: POST, OPTIONS"}),
     # Positive controls of the same machinery: a chunked valid request and
     # a +json media type are served.
     ("http_chunked_valid", GOOD, {"chunked": ""}, {"status": 200}),
