@@ -1,5 +1,7 @@
 # mk/robust.mk: robustness checks: hostile input, faults, load (issue 7).
 #
+#   make test-hardening        build/attnd is PIE with full RELRO, stack
+#                              protector, FORTIFY_SOURCE and an NX stack
 #   make test-jsonsuite        every JSONTestSuite test_parsing file posted to
 #                              a real attnd: a 4xx JSON error, never 5xx, a
 #                              reset or a hang; /healthz answers after each
@@ -27,7 +29,7 @@
 ROBUST_PY := /usr/bin/python3
 DEB_TEST_PACKAGES += python3
 ROBUST_LOAD_DEB_PACKAGES := wrk
-TEST_TARGETS += test-jsonsuite test-cases test-robust-asan \
+TEST_TARGETS += test-hardening test-jsonsuite test-cases test-robust-asan \
                 test-fuzz-corpus test-valgrind-service test-shutdown-load
 
 FUZZ_BUILD := build/fuzz
@@ -54,7 +56,7 @@ FUZZ_FLAGS := -rss_limit_mb=2048 -timeout=60 -max_len=65536 \
 
 LOADTEST_SECONDS ?= 60
 
-.PHONY: test-jsonsuite test-cases test-robust-asan test-fuzz-corpus fuzz \
+.PHONY: test-hardening test-jsonsuite test-cases test-robust-asan test-fuzz-corpus fuzz \
         fuzz-bins \
         test-valgrind-service test-shutdown-load loadtest
 
@@ -118,6 +120,11 @@ fuzz: fuzz-bins
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$h- \
 	    $(FUZZ_BUILD)/corpus_$$h $(call fuzz_corpus_of,$$h); \
 	done
+
+# -- the binary's hardening -------------------------------------------------
+
+test-hardening: $(BUILD)/attnd
+	$(ROBUST_PY) tests/robust/check_hardening.py $(BUILD)/attnd
 
 # -- bad input over HTTP ----------------------------------------------------
 
