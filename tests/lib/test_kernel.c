@@ -110,11 +110,11 @@ static size_t kernel_check_masked_rows(const char *what, const attn_params *p,
             for (size_t c = 0; c < d->d_out; c++) {
                 float want = p->b_o ? p->b_o[c] : 0.0f;
                 float got = out[(b * d->n + i) * d->d_out + c];
-                ck_assert_msg(got == want,
-                              "%s: fully masked row [b=%zu][%zu], column %zu: "
-                              "got %.9g, expected exactly %.9g (zero head "
-                              "output)", what, b, i, c, (double)got,
-                              (double)want);
+                TL_CHECK(got == want,
+                         "%s: fully masked row [b=%zu][%zu], column %zu: "
+                         "got %.9g, expected exactly %.9g (zero head "
+                         "output)", what, b, i, c, (double)got,
+                         (double)want);
             }
         }
     return rows;
@@ -270,7 +270,7 @@ START_TEST(test_kernel_softmax_stability)
             if (fabs(dot) > max_score)
                 max_score = fabs(dot);
         }
-    ck_assert_msg(max_score > 1000.0, "max |score| only %g", max_score);
+    TL_CHECK(max_score > 1000.0, "max |score| only %g", max_score);
 
     for (size_t k = 0; k < 3; k++) {
         tl_forward_fn fns[] = { attn_forward, attn_forward_ref };
@@ -285,12 +285,12 @@ START_TEST(test_kernel_softmax_stability)
                 for (size_t r = 0; r < d->B * d->n; r++) {
                     double sum = 0.0;
                     for (size_t j = 0; j < d->m; j++) {
-                        ck_assert_msg(isfinite(w[r * d->m + j]),
-                                      "mean weight not finite");
+                        TL_CHECK(isfinite(w[r * d->m + j]),
+                                 "mean weight not finite");
                         sum += w[r * d->m + j];
                     }
-                    ck_assert_msg(fabs(sum - 1.0) <= TL_TOL * (double)d->m,
-                                  "mean row %zu sums to %.9g", r, sum);
+                    TL_CHECK(fabs(sum - 1.0) <= TL_TOL * (double)d->m,
+                             "mean row %zu sums to %.9g", r, sum);
                 }
             }
             free(out);
@@ -319,8 +319,8 @@ START_TEST(test_kernel_custom_scale_used)
     out_scaled = tl_run(attn_forward, &c.p, ATTN_WEIGHTS_PER_HEAD, &w_scaled);
     for (size_t i = 0; i < n_w; i++)
         diff = fmax(diff, fabs((double)w_default[i] - w_scaled[i]));
-    ck_assert_msg(diff > 1e-2, "scale 3 gave the same weights as the default "
-                  "(max difference %g)", diff);
+    TL_CHECK(diff > 1e-2, "scale 3 gave the same weights as the default "
+             "(max difference %g)", diff);
     /* scale = 1/sqrt(d_k) given explicitly equals the default */
     c.p.scale = 0.5f;
     free(out_scaled);

@@ -38,8 +38,8 @@ START_TEST(test_lesson_three_token)
     ck_assert_uint_eq(f.p.dims.d_k, 4);
     ck_assert_int_eq(f.p.mask, ATTN_MASK_NONE);
     /* spot-check the fixture is the lesson's: W_Q[0][0] = 1.76405235 * 0.5 */
-    ck_assert_msg(fabs(f.w_q[0] - 0.882026172) < 1e-6, "W_Q[0][0] = %.9g",
-                  (double)f.w_q[0]);
+    TL_CHECK(fabs(f.w_q[0] - 0.882026172) < 1e-6, "W_Q[0][0] = %.9g",
+             (double)f.w_q[0]);
     lesson_compare(&f, attn_forward, "attn_forward", &w);
     free(w);
     lesson_compare(&f, attn_forward_ref, "attn_forward_ref", &w);
@@ -61,18 +61,18 @@ START_TEST(test_lesson_three_token_causal)
         lesson_compare(&f, fns[k], labels[k], &w);
         /* token 0 sees only itself: its row is exactly [1, 0, 0] (to float
          * rounding of a one-term softmax) */
-        ck_assert_msg(fabs(w[0] - 1.0) <= 1e-6 && w[1] == 0.0f && w[2] == 0.0f,
-                      "%s: first row [%.9g, %.9g, %.9g], expected [1, 0, 0]",
-                      labels[k], (double)w[0], (double)w[1], (double)w[2]);
+        TL_CHECK(fabs(w[0] - 1.0) <= 1e-6 && w[1] == 0.0f && w[2] == 0.0f,
+                 "%s: first row [%.9g, %.9g, %.9g], expected [1, 0, 0]",
+                 labels[k], (double)w[0], (double)w[1], (double)w[2]);
         for (size_t i = 0; i < 3; i++) {
             double sum = (double)w[3 * i] + w[3 * i + 1] + w[3 * i + 2];
-            ck_assert_msg(fabs(sum - 1.0) <= 1e-5,
-                          "%s: row %zu sums to %.9g, expected 1 within 1e-5",
-                          labels[k], i, sum);
+            TL_CHECK(fabs(sum - 1.0) <= 1e-5,
+                     "%s: row %zu sums to %.9g, expected 1 within 1e-5",
+                     labels[k], i, sum);
             for (size_t j = i + 1; j < 3; j++)
-                ck_assert_msg(w[3 * i + j] == 0.0f,
-                              "%s: future weight [%zu][%zu] = %g", labels[k],
-                              i, j, (double)w[3 * i + j]);
+                TL_CHECK(w[3 * i + j] == 0.0f,
+                         "%s: future weight [%zu][%zu] = %g", labels[k],
+                         i, j, (double)w[3 * i + j]);
         }
         free(w);
     }

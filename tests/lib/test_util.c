@@ -38,7 +38,7 @@ float tl_rng_uniform(tl_rng *r, float lo, float hi)
 static float *tl_fill(tl_rng *r, size_t count, float lo, float hi, float mul)
 {
     float *v = malloc(count * sizeof *v);
-    ck_assert_msg(v != NULL, "test setup: out of memory (%zu floats)", count);
+    TL_CHECK(v != NULL, "test setup: out of memory (%zu floats)", count);
     for (size_t i = 0; i < count; i++)
         v[i] = tl_rng_uniform(r, lo, hi) * mul;
     return v;
@@ -79,9 +79,9 @@ void tl_case_init(tl_case *c, const tl_spec *s, uint64_t seed)
     memset(c, 0, sizeof *c);
     tl_rng_seed(&r, seed);
     if (!s->cross)
-        ck_assert_msg(d->m == d->n && d->d_mem == d->d_model,
-                      "%s: self-attention spec needs m == n, d_mem == d_model",
-                      s->name);
+        TL_CHECK(d->m == d->n && d->d_mem == d->d_model,
+                 "%s: self-attention spec needs m == n, d_mem == d_model",
+                 s->name);
     c->x = tl_fill(&r, d->B * d->n * d->d_model, -1.0f, 1.0f,
                    s->x_scale != 0.0f ? s->x_scale : 1.0f);
     if (s->cross)
@@ -101,7 +101,7 @@ void tl_case_init(tl_case *c, const tl_spec *s, uint64_t seed)
         c->b_o = tl_fill(&r, d->d_out, -0.5f, 0.5f, 1.0f);
     if (s->pad != TL_PAD_NONE) {
         c->key_padding = malloc(d->B * d->m);
-        ck_assert_msg(c->key_padding != NULL, "test setup: out of memory");
+        TL_CHECK(c->key_padding != NULL, "test setup: out of memory");
         for (size_t b = 0; b < d->B; b++)
             for (size_t j = 0; j < d->m; j++)
                 c->key_padding[b * d->m + j] = tl_pad_key(s->pad, b, d->m, j);
@@ -154,7 +154,7 @@ size_t tl_output_elems(const attn_params *p)
     size_t out = 0;
     int st = attn_output_sizes(p, &out, NULL);
 
-    ck_assert_msg(st == ATTN_OK, "attn_output_sizes: %s", attn_strerror(st));
+    TL_CHECK(st == ATTN_OK, "attn_output_sizes: %s", attn_strerror(st));
     return out;
 }
 
@@ -166,7 +166,7 @@ size_t tl_weights_elems(const attn_params *p, attn_weights mode)
 
     q.weights = mode;
     st = attn_output_sizes(&q, NULL, &w);
-    ck_assert_msg(st == ATTN_OK, "attn_output_sizes: %s", attn_strerror(st));
+    TL_CHECK(st == ATTN_OK, "attn_output_sizes: %s", attn_strerror(st));
     return w;
 }
 
@@ -174,7 +174,7 @@ static float *tl_nan_buffer(size_t count)
 {
     float *v = malloc((count ? count : 1) * sizeof *v);
 
-    ck_assert_msg(v != NULL, "test setup: out of memory (%zu floats)", count);
+    TL_CHECK(v != NULL, "test setup: out of memory (%zu floats)", count);
     /* NaN everywhere: an element the library forgets to write fails the
      * finiteness and tolerance checks */
     for (size_t i = 0; i < count; i++)
@@ -194,8 +194,8 @@ float *tl_run(tl_forward_fn fn, const attn_params *p, attn_weights mode,
     if (mode != ATTN_WEIGHTS_NONE)
         w = tl_nan_buffer(tl_weights_elems(&q, mode));
     st = fn(&q, out, w);
-    ck_assert_msg(st == ATTN_OK, "forward (weights mode %d) returned %d (%s)",
-                  (int)mode, st, attn_strerror(st));
+    TL_CHECK(st == ATTN_OK, "forward (weights mode %d) returned %d (%s)",
+             (int)mode, st, attn_strerror(st));
     if (weights != NULL)
         *weights = w;
     else
@@ -210,9 +210,9 @@ void tl_assert_close_tol(const char *what, const float *got, const float *ref,
 {
     for (size_t i = 0; i < count; i++) {
         double g = got[i], r = ref[i];
-        ck_assert_msg(isfinite(g) && fabs(g - r) <= tol * (1.0 + fabs(r)),
-                      "%s[%zu]: got %.9g, reference %.9g (tolerance %g * "
-                      "(1 + |ref|))", what, i, g, r, tol);
+        TL_CHECK(isfinite(g) && fabs(g - r) <= tol * (1.0 + fabs(r)),
+                 "%s[%zu]: got %.9g, reference %.9g (tolerance %g * "
+                 "(1 + |ref|))", what, i, g, r, tol);
     }
 }
 
@@ -227,17 +227,17 @@ void tl_assert_close_d(const char *what, const float *got, const double *ref,
 {
     for (size_t i = 0; i < count; i++) {
         double g = got[i], r = ref[i];
-        ck_assert_msg(isfinite(g) && fabs(g - r) <= TL_TOL * (1.0 + fabs(r)),
-                      "%s[%zu]: got %.9g, expected %.9g (tolerance 1e-4 * "
-                      "(1 + |expected|))", what, i, g, r);
+        TL_CHECK(isfinite(g) && fabs(g - r) <= TL_TOL * (1.0 + fabs(r)),
+                 "%s[%zu]: got %.9g, expected %.9g (tolerance 1e-4 * "
+                 "(1 + |expected|))", what, i, g, r);
     }
 }
 
 void tl_assert_finite(const char *what, const float *v, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        ck_assert_msg(isfinite(v[i]), "%s[%zu] is %g, not finite", what, i,
-                      (double)v[i]);
+        TL_CHECK(isfinite(v[i]), "%s[%zu] is %g, not finite", what, i,
+                 (double)v[i]);
 }
 
 void tl_assert_weights_masked(const char *what, const attn_params *p,
@@ -252,24 +252,24 @@ void tl_assert_weights_masked(const char *what, const attn_params *p,
                 bool any = false;
                 double sum = 0.0;
                 for (size_t j = 0; j < d->m; j++) {
-                    ck_assert_msg(isfinite(row[j]) && row[j] >= 0.0f,
-                                  "%s: weight [b=%zu][h=%zu][%zu][%zu] = %g",
-                                  what, b, hh, i, j, (double)row[j]);
+                    TL_CHECK(isfinite(row[j]) && row[j] >= 0.0f,
+                             "%s: weight [b=%zu][h=%zu][%zu][%zu] = %g",
+                             what, b, hh, i, j, (double)row[j]);
                     if (tl_allowed(p, b, i, j)) {
                         any = true;
                         sum += row[j];
                     } else {
-                        ck_assert_msg(row[j] == 0.0f,
-                                      "%s: masked weight [b=%zu][h=%zu][%zu]"
-                                      "[%zu] = %g, expected exactly 0", what,
-                                      b, hh, i, j, (double)row[j]);
+                        TL_CHECK(row[j] == 0.0f,
+                                 "%s: masked weight [b=%zu][h=%zu][%zu]"
+                                 "[%zu] = %g, expected exactly 0", what,
+                                 b, hh, i, j, (double)row[j]);
                     }
                 }
                 if (any)
-                    ck_assert_msg(fabs(sum - 1.0) <= TL_TOL * (double)d->m,
-                                  "%s: row [b=%zu][h=%zu][%zu] sums to %.9g, "
-                                  "expected 1 within 1e-4 * m", what, b, hh,
-                                  i, sum);
+                    TL_CHECK(fabs(sum - 1.0) <= TL_TOL * (double)d->m,
+                             "%s: row [b=%zu][h=%zu][%zu] sums to %.9g, "
+                             "expected 1 within 1e-4 * m", what, b, hh,
+                             i, sum);
             }
 }
 
@@ -279,7 +279,7 @@ float *tl_mean_heads(const attn_params *p, const float *per_head)
     size_t nm = d->n * d->m;
     float *mean = malloc(d->B * nm * sizeof *mean);
 
-    ck_assert_msg(mean != NULL, "test setup: out of memory");
+    TL_CHECK(mean != NULL, "test setup: out of memory");
     for (size_t b = 0; b < d->B; b++)
         for (size_t e = 0; e < nm; e++) {
             double s = 0.0;
@@ -297,10 +297,10 @@ static void tl_read_floats(FILE *fp, const char *file, const char *sec,
 {
     float *v = malloc((count ? count : 1) * sizeof *v);
 
-    ck_assert_msg(v != NULL, "%s: out of memory", file);
+    TL_CHECK(v != NULL, "%s: out of memory", file);
     for (size_t i = 0; i < count; i++)
-        ck_assert_msg(fscanf(fp, "%f", &v[i]) == 1,
-                      "%s: section %s: value %zu unreadable", file, sec, i);
+        TL_CHECK(fscanf(fp, "%f", &v[i]) == 1,
+                 "%s: section %s: value %zu unreadable", file, sec, i);
     *dst = v;
 }
 
@@ -309,10 +309,10 @@ static void tl_read_doubles(FILE *fp, const char *file, const char *sec,
 {
     double *v = malloc((count ? count : 1) * sizeof *v);
 
-    ck_assert_msg(v != NULL, "%s: out of memory", file);
+    TL_CHECK(v != NULL, "%s: out of memory", file);
     for (size_t i = 0; i < count; i++)
-        ck_assert_msg(fscanf(fp, "%lf", &v[i]) == 1,
-                      "%s: section %s: value %zu unreadable", file, sec, i);
+        TL_CHECK(fscanf(fp, "%lf", &v[i]) == 1,
+                 "%s: section %s: value %zu unreadable", file, sec, i);
     *dst = v;
 }
 
@@ -329,87 +329,87 @@ void tl_fixture_load(tl_fixture *f, const char *name)
     snprintf(file, sizeof file, "%s/%s.txt", dir ? dir : TEST_LIB_FIXTURES,
              name);
     fp = fopen(file, "r");
-    ck_assert_msg(fp != NULL, "cannot open fixture %s (run `make fixtures`)",
-                  file);
-    ck_assert_msg(fscanf(fp, "%63s %u", tok, &version) == 2 &&
-                      strcmp(tok, "attn_fixture") == 0 && version == 1,
-                  "%s: not an attn_fixture 1 file", file);
-    ck_assert_msg(fscanf(fp, "%63s", tok) == 1, "%s: no name", file);
-    ck_assert_msg(fscanf(fp, "%63s %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu",
-                         tok, &d->B, &d->n, &d->m, &d->d_model, &d->d_mem,
-                         &d->h, &d->g, &d->d_k, &d->d_v, &d->d_out) == 11 &&
-                      strcmp(tok, "dims") == 0,
-                  "%s: bad dims line", file);
-    ck_assert_msg(fscanf(fp, "%63s", tok) == 1 && strcmp(tok, "mask") == 0 &&
-                      fscanf(fp, "%63s", tok) == 1,
-                  "%s: bad mask line", file);
-    ck_assert_msg(strcmp(tok, "none") == 0 || strcmp(tok, "causal") == 0,
-                  "%s: unknown mask %s", file, tok);
+    TL_CHECK(fp != NULL, "cannot open fixture %s (run `make fixtures`)",
+             file);
+    TL_CHECK(fscanf(fp, "%63s %u", tok, &version) == 2 &&
+                 strcmp(tok, "attn_fixture") == 0 && version == 1,
+             "%s: not an attn_fixture 1 file", file);
+    TL_CHECK(fscanf(fp, "%63s", tok) == 1, "%s: no name", file);
+    TL_CHECK(fscanf(fp, "%63s %zu %zu %zu %zu %zu %zu %zu %zu %zu %zu",
+                    tok, &d->B, &d->n, &d->m, &d->d_model, &d->d_mem,
+                    &d->h, &d->g, &d->d_k, &d->d_v, &d->d_out) == 11 &&
+                 strcmp(tok, "dims") == 0,
+             "%s: bad dims line", file);
+    TL_CHECK(fscanf(fp, "%63s", tok) == 1 && strcmp(tok, "mask") == 0 &&
+                 fscanf(fp, "%63s", tok) == 1,
+             "%s: bad mask line", file);
+    TL_CHECK(strcmp(tok, "none") == 0 || strcmp(tok, "causal") == 0,
+             "%s: unknown mask %s", file, tok);
     f->p.mask = strcmp(tok, "causal") == 0 ? ATTN_MASK_CAUSAL : ATTN_MASK_NONE;
-    ck_assert_msg(fscanf(fp, "%63s %f", tok, &f->p.scale) == 2 &&
-                      strcmp(tok, "scale") == 0,
-                  "%s: bad scale line", file);
+    TL_CHECK(fscanf(fp, "%63s %f", tok, &f->p.scale) == 2 &&
+                 strcmp(tok, "scale") == 0,
+             "%s: bad scale line", file);
 
     for (;;) {
         size_t count, want;
-        ck_assert_msg(fscanf(fp, "%63s", tok) == 1, "%s: no end line", file);
+        TL_CHECK(fscanf(fp, "%63s", tok) == 1, "%s: no end line", file);
         if (strcmp(tok, "end") == 0)
             break;
-        ck_assert_msg(fscanf(fp, "%zu", &count) == 1, "%s: section %s: no count",
-                      file, tok);
+        TL_CHECK(fscanf(fp, "%zu", &count) == 1, "%s: section %s: no count",
+                 file, tok);
 #define TL_SECTION(sec, expect)                                                \
     if (strcmp(tok, #sec) == 0) {                                              \
         want = (expect);                                                       \
-        ck_assert_msg(count == want && f->sec == NULL,                         \
-                      "%s: section " #sec " has %zu values, dims need %zu",    \
-                      file, count, want);                                      \
-        tl_read_floats(fp, file, #sec, &f->sec, count);                        \
-        continue;                                                              \
+        TL_CHECK(count == want && f->sec == NULL,                         \
+                 "%s: section " #sec " has %zu values, dims need %zu",    \
+                 file, count, want);                                      \
+   tl_read_floats(fp, file, #sec, &f->sec, count);                        \
+   continue;                                                              \
     }
-        TL_SECTION(x, d->B * d->n * d->d_model)
-        TL_SECTION(memory, d->B * d->m * d->d_mem)
-        TL_SECTION(w_q, d->d_model * d->h * d->d_k)
-        TL_SECTION(w_k, d->d_mem * d->g * d->d_k)
-        TL_SECTION(w_v, d->d_mem * d->g * d->d_v)
-        TL_SECTION(w_o, d->h * d->d_v * d->d_out)
-        TL_SECTION(b_q, d->h * d->d_k)
-        TL_SECTION(b_k, d->g * d->d_k)
-        TL_SECTION(b_v, d->g * d->d_v)
-        TL_SECTION(b_o, d->d_out)
+   TL_SECTION(x, d->B * d->n * d->d_model)
+   TL_SECTION(memory, d->B * d->m * d->d_mem)
+   TL_SECTION(w_q, d->d_model * d->h * d->d_k)
+   TL_SECTION(w_k, d->d_mem * d->g * d->d_k)
+   TL_SECTION(w_v, d->d_mem * d->g * d->d_v)
+   TL_SECTION(w_o, d->h * d->d_v * d->d_out)
+   TL_SECTION(b_q, d->h * d->d_k)
+   TL_SECTION(b_k, d->g * d->d_k)
+   TL_SECTION(b_v, d->g * d->d_v)
+   TL_SECTION(b_o, d->d_out)
 #undef TL_SECTION
-        if (strcmp(tok, "key_padding") == 0) {
-            want = d->B * d->m;
-            ck_assert_msg(count == want && f->key_padding == NULL,
-                          "%s: key_padding has %zu values, dims need %zu",
-                          file, count, want);
+   if (strcmp(tok, "key_padding") == 0) {
+       want = d->B * d->m;
+            TL_CHECK(count == want && f->key_padding == NULL,
+                     "%s: key_padding has %zu values, dims need %zu",
+                     file, count, want);
             f->key_padding = malloc(count);
-            ck_assert_msg(f->key_padding != NULL, "%s: out of memory", file);
+            TL_CHECK(f->key_padding != NULL, "%s: out of memory", file);
             for (size_t i = 0; i < count; i++) {
                 unsigned v;
-                ck_assert_msg(fscanf(fp, "%u", &v) == 1 && v <= 1,
-                              "%s: key_padding value %zu", file, i);
+                TL_CHECK(fscanf(fp, "%u", &v) == 1 && v <= 1,
+                         "%s: key_padding value %zu", file, i);
                 f->key_padding[i] = (uint8_t)v;
             }
         } else if (strcmp(tok, "output") == 0) {
             want = d->B * d->n * d->d_out;
-            ck_assert_msg(count == want && f->output == NULL,
-                          "%s: output has %zu values, dims need %zu", file,
-                          count, want);
+            TL_CHECK(count == want && f->output == NULL,
+                     "%s: output has %zu values, dims need %zu", file,
+                     count, want);
             tl_read_doubles(fp, file, "output", &f->output, count);
         } else if (strcmp(tok, "weights") == 0) {
             want = d->B * d->h * d->n * d->m;
-            ck_assert_msg(count == want && f->weights == NULL,
-                          "%s: weights has %zu values, dims need %zu", file,
-                          count, want);
+            TL_CHECK(count == want && f->weights == NULL,
+                     "%s: weights has %zu values, dims need %zu", file,
+                     count, want);
             tl_read_doubles(fp, file, "weights", &f->weights, count);
         } else {
             ck_abort_msg("%s: unknown section %s", file, tok);
         }
     }
     fclose(fp);
-    ck_assert_msg(f->x && f->w_q && f->w_k && f->w_v && f->output &&
-                      f->weights,
-                  "%s: a required section is missing", file);
+    TL_CHECK(f->x && f->w_q && f->w_k && f->w_v && f->output &&
+                 f->weights,
+             "%s: a required section is missing", file);
 
     f->p.x = f->x;
     f->p.memory = f->memory;
