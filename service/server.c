@@ -574,8 +574,12 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
         r->deferred = true;
         return MHD_YES;
     }
-    if (r->status)
-        return MHD_YES; /* answered already; libmicrohttpd drops the rest */
+    if (r->status) {
+        /* Answered from the headers; whatever body still arrives is
+         * dropped unread. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
     if (*upload_data_size) {
         http__take_body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
