@@ -799,6 +799,60 @@ START_TEST(test_http_client_vanishing_mid_response)
 }
 END_TEST
 
+/* -- drain in-process ----------------------------------------------------- */
+
+static size_t discard(char *d, size_t s, size_t n, void *arg)
+{
+    (void)d;
+    (void)arg;
+    return s * n;
+}
+
+START_TEST(test_http_quiesce_refuses_new_work_on_open_connections)
+{
+    /* One libcurl handle keeps its connection alive across requests. */
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/healthz", (unsigned)port);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    ck_assert_int_eq(status, 200);
+
+    server_begin_shutdown(srv);
+    ck_assert_int_eq(ts_get_status(port, "/readyz"), 503);
+    server_quiesce(srv);
+
+    /* The open connection still gets answers: new work is refused with
+     * 503 and the connection is closed after it. */
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/attend", (unsigned)port);
+    struct curl_slist *hl =
+        curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
+    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    ck_assert_int_eq(status, 503);
+    long reused = 0;
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &reused);
+    ck_assert_int_eq(reused, 0); /* the same connection as before */
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+
+    /* No new connections. */
+    CURL *n = curl_easy_init();
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/healthz", (unsigned)port);
+    curl_easy_setopt(n, CURLOPT_URL, url);
+    curl_easy_setopt(n, CURLOPT_WRITEFUNCTION, discard);
+    ck_assert_int_eq(curl_easy_perform(n), CURLE_COULDNT_CONNECT);
+    curl_easy_cleanup(n);
+    server_wait(srv);
+}
+END_TEST
+
 Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -824,6 +878,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_probes_answered_while_pool_saturated);
     tcase_add_test(t, test_http_health_during_heavy_request);
     tcase_add_test(t, test_http_client_vanishing_mid_response);
+    tcase_add_test(t, test_http_quiesce_refuses_new_work_on_open_connections);
     suite_add_tcase(s, t);
     return s;
 }
