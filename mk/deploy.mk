@@ -6,6 +6,11 @@
 # kubelet would start and probe it.
 #
 #   make test-deploy   the checks (after `make deps-test`)
+#   make test-image    builds the Dockerfile without Docker (debootstrap'd
+#                      Debian 12 root filesystems under $(BUILD)/image, RUN
+#                      in a chroot) and runs the image read-only as its user;
+#                      a few minutes and the Debian archive, so not part of
+#                      `make test`
 
 DEPLOY_DIR := tests/deploy
 PROMTOOL := $(BUILD)/tools/prometheus/usr/bin/promtool
@@ -18,7 +23,9 @@ DEB_TEST_PACKAGES += iproute2
 DEPS_EXTRA += deploy-npm $(PROMTOOL) $(KUBECTL_DEBIAN)
 TEST_TARGETS += test-deploy
 
-.PHONY: deploy-npm test-deploy
+IMAGE_DIR := $(BUILD)/image
+
+.PHONY: deploy-npm test-deploy test-image
 
 # npm from Debian only when the machine has none (as mk/web.mk does: a node
 # from elsewhere brings its own npm, which Debian's would conflict with).
@@ -75,3 +82,9 @@ test-deploy: $(BUILD)/attnd
 	    ATTND_DEPLOY_NETNS=1 unshare --net -- sh -c \
 	      'ip link set lo up && exec node --test $(DEPLOY_TESTS)'; \
 	  else node --test $(DEPLOY_TESTS); fi
+
+test-image: deploy-npm
+	$(call install_missing,debootstrap iproute2)
+	cd $(DEPLOY_DIR) && IMAGE_DIR=$(abspath $(IMAGE_DIR)) node build-image.mjs
+	@cd $(DEPLOY_DIR) && IMAGE_DIR=$(abspath $(IMAGE_DIR)) ATTND_DEPLOY_NETNS=1 \
+	  unshare --net -- sh -c 'ip link set lo up && exec node --test test-image.mjs'
