@@ -337,6 +337,38 @@ START_TEST(test_kernel_custom_scale_used)
 }
 END_TEST
 
+/* Without weights the library never holds an n x m matrix: at n = m = 1024
+ * and 8 heads the per-head weights would be 32 MiB; the workspace must stay
+ * under one head's scores (4 MiB), and the outputs must still match the
+ * reference (n a multiple of the query block this time). */
+START_TEST(test_kernel_no_weights_memory)
+{
+    const tl_spec s = { "no_weights_memory", D(1, 1024, 1024, 16, 16, 8, 8, 4, 4, 32),
+                        false, false, 0, CAUSAL, TL_PAD_SOME, 0, 0 };
+    size_t one_head = 1024 * 1024 * sizeof(float);
+    float *out, *ref;
+    tl_alloc a;
+    tl_case c;
+
+    tl_case_init(&c, &s, 15);
+    tl_alloc_init(&a, 0);
+    c.p.allocator = &a.iface;
+    out = tl_run(attn_forward, &c.p, ATTN_WEIGHTS_NONE, NULL);
+    ck_assert_uint_eq(a.live, 0);
+    ck_assert_msg(a.peak_bytes < one_head,
+                  "outputs-only workspace peaked at %zu bytes, not below one "
+                  "head's n x m scores (%zu bytes)", a.peak_bytes, one_head);
+    c.p.allocator = NULL;
+    ref = tl_run(attn_forward_ref, &c.p, ATTN_WEIGHTS_NONE, NULL);
+    tl_assert_close_f("no_weights_memory: output", out, ref,
+                      tl_output_elems(&c.p));
+    free(out);
+    free(ref);
+    tl_alloc_destroy(&a);
+    tl_case_free(&c);
+}
+END_TEST
+
 Suite *tl_suite_kernel(void)
 {
     Suite *s = suite_create("kernel");
@@ -349,6 +381,7 @@ Suite *tl_suite_kernel(void)
     tcase_add_test(tc, test_kernel_fully_masked_causal_key0);
     tcase_add_test(tc, test_kernel_softmax_stability);
     tcase_add_test(tc, test_kernel_custom_scale_used);
+    tcase_add_test(tc, test_kernel_no_weights_memory);
     suite_add_tcase(s, tc);
     return s;
 }

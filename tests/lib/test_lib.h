@@ -144,6 +144,8 @@ typedef struct tl_alloc {
     size_t fail_at;       /* 1-based allocation to fail; 0: never */
     size_t live;          /* blocks handed out and not yet freed */
     size_t failures;      /* allocations refused */
+    size_t bytes;         /* bytes live now */
+    size_t peak_bytes;    /* most bytes live at once */
     attn_allocator iface;
 } tl_alloc;
 

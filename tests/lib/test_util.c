@@ -445,34 +445,48 @@ void tl_fixture_free(tl_fixture *f)
 
 /* -- counting allocator ---------------------------------------------------- */
 
+/* Each block carries its size in a header of max_align_t's size, so the
+ * pointer handed out keeps malloc's alignment. */
+#define TL_ALLOC_HEADER sizeof(max_align_t)
+
 static void *tl_alloc_alloc(void *ctx, size_t size)
 {
     tl_alloc *a = ctx;
-    void *ptr = NULL;
+    unsigned char *block = NULL;
 
     pthread_mutex_lock(&a->lock);
     a->calls++;
     if (a->calls == a->fail_at) {
         a->failures++;
-    } else {
-        ptr = malloc(size ? size : 1);
-        if (ptr != NULL)
+    } else if (size <= SIZE_MAX - TL_ALLOC_HEADER) {
+        block = malloc(TL_ALLOC_HEADER + size);
+        if (block != NULL) {
+            memcpy(block, &size, sizeof size);
             a->live++;
+            a->bytes += size;
+            if (a->bytes > a->peak_bytes)
+                a->peak_bytes = a->bytes;
+        }
     }
     pthread_mutex_unlock(&a->lock);
-    return ptr;
+    return block ? block + TL_ALLOC_HEADER : NULL;
 }
 
 static void tl_alloc_free(void *ctx, void *ptr)
 {
     tl_alloc *a = ctx;
+    unsigned char *block;
+    size_t size;
 
     if (ptr == NULL)
         return;
+    block = (unsigned char *)ptr - TL_ALLOC_HEADER;
+    memcpy(&size, block, sizeof size);
     pthread_mutex_lock(&a->lock);
     a->live--;
+    a->bytes -= size;
     pthread_mutex_unlock(&a->lock);
-    free(ptr);
+    free(block);
 }
 
 void tl_alloc_init(tl_alloc *a, size_t fail_at)
