@@ -104,7 +104,11 @@ void tl_case_init(tl_case *c, const tl_spec *s, uint64_t seed)
         TL_CHECK(c->key_padding != NULL, "test setup: out of memory");
         for (size_t b = 0; b < d->B; b++)
             for (size_t j = 0; j < d->m; j++)
-                c->key_padding[b * d->m + j] = tl_pad_key(s->pad, b, d->m, j);
+                /* any nonzero byte marks a padded key, not only 1 */
+                c->key_padding[b * d->m + j] =
+                    tl_pad_key(s->pad, b, d->m, j)
+                        ? (uint8_t)(1 + (b * 31 + j * 37) % 255)
+                        : 0;
     }
 
     c->p.dims = *d;
