@@ -240,19 +240,23 @@ static int codec__nested(codec_reader *r, const char *ptr,
 static const char codec__b64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+/* value + 1 of each base64 character; 0 for any other byte */
+static const unsigned char codec__b64_dec[256] = {
+    ['A'] = 1, ['B'] = 2, ['C'] = 3, ['D'] = 4, ['E'] = 5, ['F'] = 6,
+    ['G'] = 7, ['H'] = 8, ['I'] = 9, ['J'] = 10, ['K'] = 11, ['L'] = 12,
+    ['M'] = 13, ['N'] = 14, ['O'] = 15, ['P'] = 16, ['Q'] = 17, ['R'] = 18,
+    ['S'] = 19, ['T'] = 20, ['U'] = 21, ['V'] = 22, ['W'] = 23, ['X'] = 24,
+    ['Y'] = 25, ['Z'] = 26, ['a'] = 27, ['b'] = 28, ['c'] = 29, ['d'] = 30,
+    ['e'] = 31, ['f'] = 32, ['g'] = 33, ['h'] = 34, ['i'] = 35, ['j'] = 36,
+    ['k'] = 37, ['l'] = 38, ['m'] = 39, ['n'] = 40, ['o'] = 41, ['p'] = 42,
+    ['q'] = 43, ['r'] = 44, ['s'] = 45, ['t'] = 46, ['u'] = 47, ['v'] = 48,
+    ['w'] = 49, ['x'] = 50, ['y'] = 51, ['z'] = 52, ['0'] = 53, ['1'] = 54,
+    ['2'] = 55, ['3'] = 56, ['4'] = 57, ['5'] = 58, ['6'] = 59, ['7'] = 60,
+    ['8'] = 61, ['9'] = 62, ['+'] = 63, ['/'] = 64};
+
 static int codec__b64_val(unsigned char c)
 {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
+    return (int)codec__b64_dec[c] - 1;
 }
 
 /* Byte k of the little-endian float32 stream v. */
@@ -298,7 +302,23 @@ static int codec__b64_decode(const char *s, size_t len, float *f, size_t count,
     char path[300];
 
     snprintf(path, sizeof path, "%s/data", ptr);
-    for (i = 0; i < len; i += 4) {
+    /* whole groups first (no padding possible before the last one); a bad
+     * character drops to the careful loop below, which names it */
+    for (i = 0; i + 4 < len; i += 4) {
+        unsigned a0 = codec__b64_dec[(unsigned char)s[i]];
+        unsigned a1 = codec__b64_dec[(unsigned char)s[i + 1]];
+        unsigned a2 = codec__b64_dec[(unsigned char)s[i + 2]];
+        unsigned a3 = codec__b64_dec[(unsigned char)s[i + 3]];
+        uint32_t t;
+        if ((a0 == 0) | (a1 == 0) | (a2 == 0) | (a3 == 0))
+            break;
+        t = ((a0 - 1) << 18) | ((a1 - 1) << 12) | ((a2 - 1) << 6) | (a3 - 1);
+        bytes[o] = (unsigned char)(t >> 16);
+        bytes[o + 1] = (unsigned char)(t >> 8);
+        bytes[o + 2] = (unsigned char)t;
+        o += 3;
+    }
+    for (; i < len; i += 4) {
         int v[4], j, pads = 0;
         for (j = 0; j < 4; j++) {
             unsigned char c = (unsigned char)s[i + (size_t)j];
