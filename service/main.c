@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -97,9 +96,28 @@ static void main__reexec_for_blas(char **argv)
         setenv("OPENBLAS_CORETYPE", coretype, 1);
     if (set_threads)
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    execv("/proc/self/exe", argv);
+    /* The resolved path, not /proc/self/exe, so the process keeps its name
+     * (ps, top) instead of becoming "exe". */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        execv(self, argv);
+    }
     /* Not fatal: attn_blas_set_threads(1) still applies, at some speed. */
     log_event("warn", "re-exec for OpenBLAS settings failed", NULL);
+}
+
+static int main__sig_pipe[2];
+
+/* Async-signal-safe: one write(2), errno preserved. */
+static void main__on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    ssize_t n = write(main__sig_pipe[1], &b, 1);
+    (void)n; /* a full pipe already holds a pending stop */
+    errno = saved;
 }
 
 int main(int argc, char **argv)
@@ -117,13 +135,21 @@ int main(int argc, char **argv)
         return main__healthcheck(&cfg);
     main__reexec_for_blas(argv);
 
-    /* Blocked before any thread starts, so every thread inherits the mask
-     * and only sigwait below receives the signals. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    /* A handler, not sigwait: OpenBLAS may have started threads before
+     * main (when OPENBLAS_NUM_THREADS is set), and a signal those threads
+     * did not block would take the default action and kill the process.
+     * The handler only writes the signal number to a pipe. */
+    if (pipe(main__sig_pipe)) {
+        fprintf(stderr, "attnd: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = main__on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     server *srv;
@@ -148,8 +174,9 @@ int main(int argc, char **argv)
     log_json_string(extra, &len, sizeof extra, attn_blas_config());
     log_event("info", "listening", extra);
 
-    int sig = 0;
-    sigwait(&set, &sig);
+    unsigned char sig = 0;
+    while (read(main__sig_pipe[0], &sig, 1) < 0 && errno == EINTR)
+        ;
     snprintf(extra, sizeof extra, "\"signal\":\"%s\",\"drain_delay_s\":%g",
              sig == SIGINT ? "SIGINT" : "SIGTERM", cfg.drain_delay_s);
     log_event("info", "shutting down", extra);
