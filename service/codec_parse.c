@@ -288,6 +288,13 @@ static int codec__field(codec_reader *r, int id, codec__fields *f,
     }
 }
 
+/* Copies e into err unless err already holds one (first error wins). */
+static void codec__error_copy(codec_error *err, const codec_error *e)
+{
+    if (err->message[0] == '\0')
+        *err = *e;
+}
+
 /* Reads the top-level object into f. Returns 0, or -1 with err filled: a
  * syntax error anywhere wins over the first contract error. */
 static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
@@ -304,7 +311,7 @@ static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
         codec_error tmp = {0};
         codec_reader at = *r;
         if (codec_json_skip(r, &tmp) != 0) {
-            *err = tmp;
+            codec__error_copy(err, &tmp);
             return -1;
         }
         codec_json_ws(r);
@@ -380,7 +387,7 @@ static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
                 f->seen |= 1u << id;
                 if (codec__field(r, id, f, &e) != 0) {
                     if (e.kind != ERRORS_INVALID_REQUEST) {
-                        *err = e;
+                        codec__error_copy(err, &e);
                         return -1;
                     }
                     /* re-read the value for syntax only: a syntax error
@@ -412,7 +419,7 @@ static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
         return -1;
     }
     if (failed) {
-        *err = first;
+        codec__error_copy(err, &first);
         return -1;
     }
     return 0;
