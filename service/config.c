@@ -45,9 +45,12 @@ static const config__option config__options[] = {
      "TCP port; 0 picks a free one"},
     {"threads", "ATTND_THREADS", CONFIG__SIZE, CONFIG__AT(threads), 0, 1024,
      "compute threads; 0 = usable cores (affinity and cgroup CPU quota)"},
-    {"max-connections", "ATTND_MAX_CONNECTIONS", CONFIG__UINT,
+    {"max-connections", "ATTND_MAX_CONNECTIONS", CONFIG__SIZE,
      CONFIG__AT(max_connections), 1, 65536,
      "open connections; more are refused at accept"},
+    {"body-timeout", "ATTND_BODY_TIMEOUT", CONFIG__UINT,
+     CONFIG__AT(body_timeout_s), 1, 86400,
+     "seconds a request body may take to arrive; then the connection closes"},
     {"max-body-bytes", "ATTND_MAX_BODY_BYTES", CONFIG__SIZE,
      CONFIG__LIM(max_body_bytes), 1, SIZE_MAX, "request body size (413)"},
     {"max-dim", "ATTND_MAX_DIM", CONFIG__SIZE, CONFIG__LIM(max_dim), 1,
@@ -85,6 +88,8 @@ void config_defaults(config *cfg)
     cfg->port = 8080;
     cfg->threads = 0;
     cfg->max_connections = 256;
+    /* 64 MiB (the default body limit) in 120 s needs 0.5 MiB/s. */
+    cfg->body_timeout_s = 120;
     limits_defaults(&cfg->limits);
     strcpy(cfg->cors_origins, "*");
     cfg->quiet = false;

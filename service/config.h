@@ -17,6 +17,8 @@ typedef struct config {
     unsigned port;          /* --port PORT (ATTND_PORT), 0: ephemeral */
     size_t threads;         /* --threads ATTND_THREADS, 0: usable cores */
     size_t max_connections; /* --max-connections ATTND_MAX_CONNECTIONS */
+    unsigned body_timeout_s; /* --body-timeout ATTND_BODY_TIMEOUT: seconds a
+                                request body may take to arrive in full */
     limits_config limits;   /* --max-* and --timeout, see limits.h */
     char cors_origins[1024]; /* --cors-origins ATTND_CORS_ORIGINS: "*" or a
                                 comma-separated list of origins */

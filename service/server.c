@@ -581,6 +581,11 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
         return MHD_YES;
     }
     if (*upload_data_size) {
+        /* A client trickling its body stays under the inactivity timeout;
+         * the whole body gets a deadline. No answer can be queued
+         * mid-upload (see the banner), so the connection is closed. */
+        if (http__since(&r->t0) > (double)srv->cfg.body_timeout_s)
+            return MHD_NO;
         http__take_body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;

@@ -64,7 +64,7 @@ START_TEST(test_config_flags_and_env)
                           "--max-in-flight", "4", "--max-dim", "64",
                           "--max-batch", "2", "--max-heads", "8",
                           "--max-map-elems", "100", "--max-connections", "10",
-                          NULL};
+                          "--body-timeout", "5", NULL};
     ck_assert_int_eq(parse(&cfg, args, out, sizeof out, err, sizeof err),
                      CONFIG_RUN);
     ck_assert_uint_eq(cfg.port, 9002);
@@ -80,6 +80,7 @@ START_TEST(test_config_flags_and_env)
     ck_assert_uint_eq(cfg.limits.max_heads, 8);
     ck_assert_uint_eq(cfg.limits.max_map_elems, 100);
     ck_assert_uint_eq(cfg.max_connections, 10);
+    ck_assert_uint_eq(cfg.body_timeout_s, 5);
     unsetenv("PORT");
     unsetenv("ATTND_MAX_FLOPS");
     unsetenv("ATTND_QUIET");
@@ -131,7 +132,8 @@ START_TEST(test_config_help_lists_every_option)
                      CONFIG_EXIT);
     static const char *want[] = {
         "--host", "ATTND_HOST", "--port", "PORT", "--threads", "ATTND_THREADS",
-        "--max-connections", "ATTND_MAX_CONNECTIONS", "--max-body-bytes",
+        "--max-connections", "ATTND_MAX_CONNECTIONS", "--body-timeout",
+        "ATTND_BODY_TIMEOUT", "--max-body-bytes",
         "ATTND_MAX_BODY_BYTES", "--max-dim", "ATTND_MAX_DIM", "--max-batch",
         "ATTND_MAX_BATCH", "--max-heads", "ATTND_MAX_HEADS", "--max-map-elems",
         "ATTND_MAX_MAP_ELEMS", "--max-flops", "ATTND_MAX_FLOPS",

@@ -554,6 +554,56 @@ START_TEST(test_http_idle_connection_closed_by_timeout)
 }
 END_TEST
 
+/* An upload that never pauses long enough for the inactivity timeout but
+ * sends one byte every 200 ms. */
+static size_t trickle_read(char *buf, size_t size, size_t n, void *arg)
+{
+    (void)size;
+    (void)n;
+    int *left = arg;
+    if (*left == 0)
+        return 0;
+    sleep_ms(200);
+    (*left)--;
+    buf[0] = ' ';
+    return 1;
+}
+
+START_TEST(test_http_trickled_body_cut_at_body_timeout)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.body_timeout_s = 1;
+    server *s = ts_start(&cfg);
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/attend",
+             (unsigned)server_port(s));
+    int left = 50; /* 10 s of trickle if nobody stops it */
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, trickle_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &left);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    struct curl_slist *hl = curl_slist_append(NULL, "Transfer-Encoding: chunked");
+    hl = curl_slist_append(hl, "Content-Type: application/json");
+    hl = curl_slist_append(hl, "Expect:");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    /* The server closed the connection without an answer, well before the
+     * client had sent everything. */
+    ck_assert_msg(rc != CURLE_OK, "trickle got status %ld", status);
+    ck_assert_int_gt(left, 0);
+    wait_idle(s);
+    ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
+    server_stop(s);
+}
+END_TEST
+
 /* -- in-flight limit ----------------------------------------------------- */
 
 START_TEST(test_http_in_flight_limit_503_retry_after)
@@ -873,6 +923,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_chunked_over_limit_413_after_upload);
     tcase_add_test(t, test_http_transfer_encoding_guards_400);
     tcase_add_test(t, test_http_idle_connection_closed_by_timeout);
+    tcase_add_test(t, test_http_trickled_body_cut_at_body_timeout);
     tcase_add_test(t, test_http_in_flight_limit_503_retry_after);
     tcase_add_test(t, test_http_attend_round_trip);
     tcase_add_test(t, test_http_probes_answered_while_pool_saturated);
