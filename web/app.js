@@ -236,7 +236,8 @@ function select_batch(b) {
     const off = (b * heads + h) * per;
     state.maps.push(values.subarray(off, off + per));
   }
-  const mean = new Float64Array(per);
+  // Same array type as the maps, so the drawing loop stays monomorphic.
+  const mean = new values.constructor(per);
   for (const w of state.maps) for (let k = 0; k < per; k++) mean[k] += w[k];
   for (let k = 0; k < per; k++) mean[k] /= heads;
   state.mean = mean;

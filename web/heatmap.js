@@ -91,8 +91,12 @@ export function draw_heatmap(canvas, map, max_plot) {
   canvas.width = left + plot_w + 8;
   canvas.height = top + plot_h + 8;
 
+  // White margins only: the plot itself is overwritten by putImageData.
   ctx.fillStyle = '#ffffff';
-  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  ctx.fillRect(0, 0, canvas.width, top);
+  ctx.fillRect(0, top + plot_h, canvas.width, canvas.height - top - plot_h);
+  ctx.fillRect(0, top, left, plot_h);
+  ctx.fillRect(left + plot_w, top, canvas.width - left - plot_w, plot_h);
 
   // pass 1: the cells. Weights are binned into 1024 steps of [0, vmax]
   // whose colours (after the optional gamma) are looked up once per draw;
@@ -118,8 +122,12 @@ export function draw_heatmap(canvas, map, max_plot) {
       // NaN or negative maps to 0 (>= fails), anything past vmax to the top.
       const v = vals[row + j] * inv + 0.5;
       const colour = table[v >= 1 ? (v < steps - 1 ? v | 0 : steps - 1) : 0];
-      const o = line0 + j * cell;
-      for (let x = 0; x < cell; x++) px[o + x] = colour;
+      if (cell === 1) {
+        px[line0 + j] = colour;
+      } else {
+        const o = line0 + j * cell;
+        px.fill(colour, o, o + cell);
+      }
     }
     // The other lines of a cell row repeat the first one.
     for (let y = 1; y < cell; y++)
