@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 
 import { ROOT } from "./lib/common.mjs";
-import { inImage } from "./lib/image.mjs";
+import { cpuQuotaCgroup, inImage } from "./lib/image.mjs";
 import { IN_NETNS, startProcess, runSync, request, until, SMALL_ATTEND, smallAttendProblem } from "./lib/attnd.mjs";
 
 const IMAGE_DIR = path.resolve(process.env.IMAGE_DIR ?? path.join(ROOT, "build/image"));
@@ -60,4 +60,26 @@ test("image: runs read-only as its user, HEALTHCHECK passes, serves, drains on i
   assert.ok(done, `no exit within 30 s of ${image.stopsignal}:\n${proc.log()}`);
   assert.deepEqual(done, { code: 0, signal: null }, proc.log());
   assert.equal(runSync(hc, process.env, 5000).status, 1, "HEALTHCHECK must fail once the server stopped");
+});
+
+test("image: under a 1-CPU quota (docker run --cpus 1) the compute pool has 1 thread", async (t) => {
+  const cg = cpuQuotaCgroup(1);
+  if (!cg) {
+    t.skip("no writable cgroup cpu controller here");
+    return;
+  }
+  t.after(() => cg.remove());
+  t.diagnostic(`cgroup v${cg.version}: ${cg.dir}`);
+  const port = Number(image.expose[0]);
+  const proc = startProcess(inImage(image, [...image.entrypoint, ...(image.cmd ?? [])], cg), process.env);
+  t.after(() => {
+    if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill("SIGKILL");
+  });
+  const up = await until(async () => (await request(port, "GET", "/metrics")).status === 200, 20000, 100);
+  assert.ok(up, proc.log());
+  const metrics = (await request(port, "GET", "/metrics")).body;
+  assert.match(metrics, /^attnd_compute_threads 1$/m, `${metrics}\n${proc.log()}`);
+  assert.match(proc.log(), /"compute_threads":1\b/);
+  proc.child.kill(image.stopsignal);
+  assert.deepEqual(await proc.exited, { code: 0, signal: null }, proc.log());
 });

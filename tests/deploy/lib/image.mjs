@@ -11,7 +11,7 @@
 // (debootstrap, chroot, mount) and the Debian archive.
 
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, rmdirSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 
@@ -203,15 +203,64 @@ export function buildImage(root, outDir, log = () => {}) {
   return { rootfs: last.rootfs, env: last.env, ...last.config, stages: [...stages.keys()] };
 }
 
+// A CPU quota of `cpus` for the processes the returned cgroup directory
+// holds, as `docker run --cpus` sets one: cgroup v2 (cpu.max) when the host
+// has a cpu controller there, else v1 (cfs quota). Returns { dir, version,
+// remove() }, or null when this host has neither or forbids it.
+export function cpuQuotaCgroup(cpus) {
+  const name = `attnd-image-${process.pid}-${Date.now()}`;
+  const period = 100000;
+  const tries = [
+    () => {
+      const root = "/sys/fs/cgroup";
+      if (!readFileSync(`${root}/cgroup.controllers`, "utf8").split(/\s+/).includes("cpu")) return null;
+      if (!readFileSync(`${root}/cgroup.subtree_control`, "utf8").includes("cpu")) {
+        writeFileSync(`${root}/cgroup.subtree_control`, "+cpu");
+      }
+      const dir = `${root}/${name}`;
+      mkdirSync(dir);
+      writeFileSync(`${dir}/cpu.max`, `${cpus * period} ${period}`);
+      return { dir, version: 2 };
+    },
+    () => {
+      const root = "/sys/fs/cgroup/cpu";
+      if (!existsSync(`${root}/cpu.cfs_quota_us`)) return null;
+      const dir = `${root}/${name}`;
+      mkdirSync(dir);
+      writeFileSync(`${dir}/cpu.cfs_period_us`, String(period));
+      writeFileSync(`${dir}/cpu.cfs_quota_us`, String(cpus * period));
+      return { dir, version: 1 };
+    },
+  ];
+  for (const attempt of tries) {
+    let cg = null;
+    try {
+      cg = attempt();
+    } catch {
+      cg = null;
+    }
+    if (cg) return { ...cg, remove: () => rmdirSync(cg.dir) };
+  }
+  return null;
+}
+
 // argv for running cmd inside the image as `docker run --read-only
 // --tmpfs /tmp` runs its processes: in a private mount namespace (no fork,
 // so the returned command's pid becomes cmd's and signals reach it), the
 // root filesystem bind-mounted read-only, /tmp a tmpfs, /proc and /dev
 // mounted, and cmd started by chroot as the image's user with exactly the
-// image's environment. The network namespace is the caller's.
-export function inImage(image, cmd) {
+// image's environment. With cgroup (from cpuQuotaCgroup), the process joins
+// it and sees it where a container sees its own (/sys/fs/cgroup, or
+// /sys/fs/cgroup/cpu on v1). The network namespace is the caller's.
+export function inImage(image, cmd, cgroup = null) {
   const [uid, gid] = image.user.split(":");
   const envArgs = Object.entries(image.env).map(([k, v]) => shq(`${k}=${v}`)).join(" ");
+  const cg = cgroup ? [
+    `echo $$ > ${shq(`${cgroup.dir}/cgroup.procs`)}`,
+    'mount -t tmpfs -o size=1m tmpfs "$R/sys"',
+    `mkdir -p "$R/sys/fs/cgroup${cgroup.version === 1 ? "/cpu" : ""}"`,
+    `mount --bind ${shq(cgroup.dir)} "$R/sys/fs/cgroup${cgroup.version === 1 ? "/cpu" : ""}"`,
+  ] : [];
   const script = [
     "set -e",
     `R=${shq(image.rootfs)}`,
@@ -220,6 +269,7 @@ export function inImage(image, cmd) {
     'mount -t tmpfs -o size=16m tmpfs "$R/tmp"',
     'mount -t proc proc "$R/proc"',
     'mount --rbind /dev "$R/dev"',
+    ...cg,
     `exec chroot --userspec=${uid}:${gid} "$R" /usr/bin/env -i ${envArgs} ${cmd.map(shq).join(" ")}`,
   ].join("\n");
   return ["unshare", "--mount", "--", "sh", "-c", script];
