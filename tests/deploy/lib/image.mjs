@@ -81,6 +81,32 @@ function makeContext(root, dest) {
   return files.length;
 }
 
+// apt and dpkg settings the official debian images carry over a minbase
+// system: apt keeps no downloaded packages or caches, and the -slim variant
+// installs no documentation, manual pages or translations.
+const DOCKER_CLEAN = `DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+`;
+const SLIM_EXCLUDES = `path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/lintian/*
+path-exclude /usr/share/linda/*
+path-exclude /usr/share/locale/*
+`;
+
+function officialSettings(dir, image) {
+  writeFileSync(path.join(dir, "etc/apt/apt.conf.d/docker-clean"), DOCKER_CLEAN);
+  if (image.endsWith("-slim")) {
+    mkdirSync(path.join(dir, "etc/dpkg/dpkg.cfg.d"), { recursive: true });
+    writeFileSync(path.join(dir, "etc/dpkg/dpkg.cfg.d/docker"), SLIM_EXCLUDES);
+  }
+}
+
 // A cached minbase Debian 12 root filesystem, unpacked fresh into dir.
 function baseRootfs(cacheDir, dir, log) {
   const tarball = path.join(cacheDir, "bookworm-minbase.tar");
@@ -138,6 +164,7 @@ export function buildImage(root, outDir, log = () => {}) {
       stages.set(name, cur);
       log(`FROM ${image} AS ${name}`);
       baseRootfs(outDir, cur.rootfs, log);
+      officialSettings(cur.rootfs, image);
       continue;
     }
     if (!cur) throw new Error(`${kw} before FROM`);
