@@ -9,10 +9,12 @@
  *
  * Per-request state (http_request) is made on the first access-handler call
  * and freed in exactly one place, http__completed, however the request
- * ended. Responses are queued only on the first call (before any body byte
- * is consumed) or after the whole body has been read: libmicrohttpd 0.9.75
- * mishandles a response queued mid-upload, so an oversized chunked body is
- * drained and discarded, and 413 follows the upload. */
+ * ended. Responses are queued only before any body byte is consumed (on the
+ * first call for a request with a body, on the second for one without, which
+ * keeps its connection alive) or after the whole body has been read:
+ * libmicrohttpd 0.9.75 mishandles a response queued mid-upload, so an
+ * oversized chunked body is drained and discarded, and 413 follows the
+ * upload. */
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -462,16 +464,23 @@ static http__route http__find_route(const char *path, const asset **a,
     return HTTP__ROUTE_NONE;
 }
 
-/* First call for a request: everything decidable from the headers alone,
- * answered before any body byte is read. */
+/* The request's body framing headers (NULL when absent). */
+static void http__framing(struct MHD_Connection *c, const char **te,
+                          const char **cl)
+{
+    *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                      MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
+}
+
+/* Everything decidable from the headers alone, answered before any body
+ * byte is read. */
 static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
 {
     server *srv = r->srv;
-    const char *te =
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                    MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    const char *cl = MHD_lookup_connection_value(
-        c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te, *cl;
+    http__framing(c, &te, &cl);
     /* Request smuggling guards libmicrohttpd 0.9.75 lacks (RFC 9112 6.1). */
     if (te && cl)
         return http__error(r, c, ERRORS_BAD_REQUEST, NULL,
@@ -565,10 +574,8 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
          * queued on the first call, so requests without a body are answered
          * on the second call and keep their connection alive; requests with
          * one are judged now, before any body byte is read. */
-        const char *te = MHD_lookup_connection_value(
-            c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-        const char *cl = MHD_lookup_connection_value(
-            c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *te, *cl;
+        http__framing(c, &te, &cl);
         if (te || (cl && strcmp(cl, "0")))
             return http__headers(r, c);
         r->deferred = true;
