@@ -390,9 +390,19 @@ test("docker compose: the service's environment and user; its healthcheck; SIGTE
     `compose healthcheck never passed:\n${proc.log()}`);
   assert.equal((await request(port, "GET", "/readyz")).status, 200);
 
+  // A request in mid-upload keeps the process serving however long the
+  // drain takes, so what follows does not race the drain delay.
+  const kept = keepAlive(port);
+  t.after(() => kept.close());
+  assert.equal((await kept.get("/readyz")).status, 200);
+  const upload = await startHeldUpload(port);
   proc.child.kill("SIGTERM");
-  const notReady = await until(async () => (await request(port, "GET", "/readyz", { timeoutMs: 2000 })).status === 503, 10000, 20);
+  const notReady = await until(async () => (await kept.get("/readyz")).status === 503, 10000, 20);
   assert.ok(notReady, `/readyz did not turn 503 after SIGTERM:\n${proc.log()}`);
+  // Liveness holds while draining: a restart now would cut the requests off.
+  assert.equal((await kept.get("/healthz")).status, 200);
+  upload.sendBody();
+  assert.equal(smallAttendProblem(await upload.response), null);
   const { code, signal } = await exitWithin(proc, 30000);
   assert.deepEqual({ code, signal }, { code: 0, signal: null }, proc.log());
   // The daemon took the drain delay from the compose environment.

@@ -224,14 +224,15 @@ test("k8s: draining: preStop pause, grace period beyond it and the slowest reque
   assert.equal(cmd[0], "/bin/sleep", "the runtime image (debian slim) has /bin/sleep and no shell is needed");
   const pause = Number(cmd[1]);
   assert.ok(pause >= 3 && pause <= 15, `preStop pause ${pause} s`);
-  // A drained pod must finish every request it holds: ATTND_MAX_IN_FLIGHT
-  // of them, each at most ATTND_MAX_FLOPS, run ATTND_THREADS (the CPU
-  // limit) at a time.
+  // A drained pod must finish every request it holds: the last body may
+  // take ATTND_BODY_TIMEOUT to arrive, then ATTND_MAX_IN_FLIGHT requests of
+  // at most ATTND_MAX_FLOPS run ATTND_THREADS (the CPU limit) at a time.
   const env = Object.fromEntries(c.env.map((e) => [e.name, e.value]));
   const inFlight = Number(env.ATTND_MAX_IN_FLIGHT);
-  assert.ok(inFlight >= 1, "ATTND_MAX_IN_FLIGHT is set, so the drain time is bounded");
+  const bodyS = Number(env.ATTND_BODY_TIMEOUT);
+  assert.ok(inFlight >= 1 && bodyS >= 1, "ATTND_MAX_IN_FLIGHT and ATTND_BODY_TIMEOUT are set, so the drain time is bounded");
   const cpus = Number(c.resources.limits.cpu);
-  const drainS = pause + Math.ceil(inFlight / cpus) * SLOWEST_REQUEST_ONE_CORE_S;
+  const drainS = pause + bodyS + Math.ceil(inFlight / cpus) * SLOWEST_REQUEST_ONE_CORE_S;
   const grace = deploy.spec.template.spec.terminationGracePeriodSeconds;
   assert.ok(grace >= drainS, `terminationGracePeriodSeconds ${grace} < ${drainS}`);
   // Without ATTND_DRAIN_DELAY the preStop pause does the waiting; the daemon
@@ -331,8 +332,11 @@ test("compose: known keys only; healthcheck, user, signal and build agree with t
   assert.equal(path.resolve(path.dirname(COMPOSE_FILE), s.build.context, s.build.dockerfile),
     path.join(ROOT, "Dockerfile"));
   assert.equal(s.environment.OPENBLAS_NUM_THREADS, "1");
-  assert.equal(s.environment.ATTND_MAX_IN_FLIGHT,
-    attndContainer(findKind(k8sObjects(), "Deployment")).env.find((e) => e.name === "ATTND_MAX_IN_FLIGHT").value);
+  // The limits that bound memory and the drain are the Deployment's.
+  const podEnv = attndContainer(findKind(k8sObjects(), "Deployment")).env;
+  for (const v of ["ATTND_MAX_IN_FLIGHT", "ATTND_BODY_TIMEOUT"]) {
+    assert.equal(s.environment[v], podEnv.find((e) => e.name === v).value, v);
+  }
   const grace = Number(/^(\d+)s$/.exec(s.stop_grace_period)?.[1]);
   const deploy = findKind(k8sObjects(), "Deployment");
   assert.ok(grace >= deploy.spec.template.spec.terminationGracePeriodSeconds, "stop_grace_period");
