@@ -16,9 +16,10 @@ import { spawnSync } from "node:child_process";
 import { readFileSync, realpathSync, existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import net from "node:net";
+import path from "node:path";
 
 import {
-  DOCS, k8sObjects, findKind, dockerfile, compose, attndContainer, resolvePort,
+  ROOT, DOCS, k8sObjects, findKind, dockerfile, compose, attndContainer, resolvePort,
 } from "./lib/common.mjs";
 import {
   ATTND_BIN, IN_NETNS, CONTAINER_PATH, hostPath, imageBinary, startProcess, runSync, request, parseResponse,
@@ -138,10 +139,13 @@ test("options: every variable `attnd --help` lists is documented, and every one 
   const help = helpText();
   const vars = new Set(help.match(/\b(PORT|ATTND_[A-Z_]+)\b/g));
   assert.ok(vars.has("PORT") && vars.has("ATTND_THREADS") && vars.has("ATTND_DRAIN_DELAY"), help);
-  // The variables table of docs/deploy.md: rows "| `NAME` | default | ...".
-  const documented = new Set([...readFileSync(DOCS, "utf8").matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]));
+  // The variables table, rows "| `NAME` | default | ...", in docs/deploy.md
+  // or in the README it is merged into.
+  const docs = [DOCS, path.join(ROOT, "README.md")].filter((f) => existsSync(f));
+  assert.ok(docs.length, "docs/deploy.md or README.md");
+  const documented = new Set(docs.flatMap((f) => [...readFileSync(f, "utf8").matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1])));
   const undocumented = [...vars].filter((v) => !documented.has(v));
-  assert.deepEqual(undocumented, [], "variables missing from the table in docs/deploy.md");
+  assert.deepEqual(undocumented, [], `variables missing from the table in ${docs.map((f) => path.relative(ROOT, f)).join(" or ")}`);
 
   const df = dockerfile();
   const c = attndContainer(findKind(k8sObjects(), "Deployment"));
