@@ -120,8 +120,8 @@ test("ldd: the Dockerfile installs exactly the packages of the libraries attnd l
   const missing = libs.filter((l) => !provided.has(owner[l]) && !base.has(owner[l]))
     .map((l) => `${l} (${owner[l]})`);
   assert.deepEqual(missing, [], "linked libraries whose package the runtime stage does not install");
-  // Every named package is there for a library the binary links, directly
-  // or as a dependency of another one named.
+  // Every named package owns a library the binary links: nothing is
+  // installed for nothing.
   const needed = new Set(libs.map((l) => owner[l]));
   const unneeded = df.packages.filter((p) => !needed.has(p));
   assert.deepEqual(unneeded, [], "runtime packages that provide no linked library");
@@ -153,7 +153,7 @@ test("options: every variable `attnd --help` lists is documented, and every one 
     ...Object.keys(df.env), ...c.env.map((e) => e.name), ...Object.keys(compose().services.attnd.environment),
     ...documented,
   ]);
-  // OPENBLAS_NUM_THREADS is read by OpenBLAS itself, not by attnd.
+  // OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE are read by OpenBLAS itself.
   const unknown = [...used].filter((v) => !vars.has(v) && v !== "OPENBLAS_NUM_THREADS" && v !== "OPENBLAS_CORETYPE");
   assert.deepEqual(unknown, [], "variables that attnd does not read");
 });
