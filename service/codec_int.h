@@ -23,10 +23,18 @@ struct codec_request {
     char *memory_tokens_json; /* compact JSON of "memory_tokens", or NULL */
     uint64_t params;   /* attn_param_count */
     uint64_t flops;    /* attn_flops */
+    int analysis;      /* "analysis": true (head figures, issue 8) */
+    size_t top_k;      /* "top_k": k, or 0 for dense maps */
     /* results of codec_run */
     float *output;     /* [B][n][d_out] */
-    float *weights;    /* [B][h][n][m], [B][n][m] or NULL */
+    float *weights;    /* [B][h][n][m], [B][n][m] or NULL (also with top_k) */
     size_t output_elems, weights_elems;
+    float *pairs;      /* top_k: [B][h][n][k][2] or [B][n][k][2] of (index,
+                          weight); indices are exact in float32 (m < 2^24) */
+    size_t pairs_elems;
+    attn_head_stats *heads; /* analysis: [B][h] */
+    float *similarity;      /* analysis: [B][h][h] */
+    size_t *skipped_rows;   /* analysis: [B] */
     double elapsed_ms;
 };
 

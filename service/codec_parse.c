@@ -27,6 +27,8 @@ typedef struct codec__fields {
     attn_mask mask;
     attn_weights weights;
     int base64;
+    int analysis;
+    size_t top_k;
     json_t *tokens, *memory_tokens;
     unsigned seen; /* bit per field, for duplicates */
 } codec__fields;
@@ -34,13 +36,14 @@ typedef struct codec__fields {
 enum {
     F_X, F_MEMORY, F_NUM_HEADS, F_NUM_KV_HEADS, F_W_Q, F_W_K, F_W_V, F_W_O,
     F_B_Q, F_B_K, F_B_V, F_B_O, F_MASK, F_KPM, F_SCALE, F_RETURN_WEIGHTS,
-    F_ENCODING, F_TOKENS, F_MEMORY_TOKENS, F_COUNT
+    F_ENCODING, F_TOKENS, F_MEMORY_TOKENS, F_ANALYSIS, F_TOP_K, F_COUNT
 };
 
 static const char *const codec__names[F_COUNT] = {
     "x", "memory", "num_heads", "num_kv_heads", "w_q", "w_k", "w_v", "w_o",
     "b_q", "b_k", "b_v", "b_o", "mask", "key_padding_mask", "scale",
-    "return_weights", "encoding", "tokens", "memory_tokens"};
+    "return_weights", "encoding", "tokens", "memory_tokens", "analysis",
+    "top_k"};
 
 static void codec__fields_free(codec__fields *f)
 {
@@ -279,6 +282,17 @@ static int codec__field(codec_reader *r, int id, codec__fields *f,
             return -1;
         f->base64 = v == 1;
         return 0;
+    case F_ANALYSIS:
+        if (r->p < r->end && (*r->p == 't' || *r->p == 'f')) {
+            f->analysis = *r->p == 't';
+            return codec_json_literal(r, f->analysis ? "true" : "false", err);
+        }
+        codec_error_set(err, ERRORS_INVALID_REQUEST, "/analysis",
+                        "/analysis: expected true or false, found %s",
+                        codec_json_kind(r));
+        return -1;
+    case F_TOP_K:
+        return codec__count(r, "top_k", &f->top_k, err);
     case F_TOKENS:
         return codec__labels(r, "tokens", &f->tokens, err);
     case F_MEMORY_TOKENS:
@@ -680,6 +694,19 @@ static int codec__dims(codec__fields *f, attn_dims *d, codec_error *err)
             return -1;
         }
     }
+    if (f->top_k > d->m) {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, "/top_k",
+                        "/top_k: expected 1 <= k <= m = %zu (keys), found "
+                        "%zu", d->m, f->top_k);
+        return -1;
+    }
+    if (f->top_k > 0 && f->weights == ATTN_WEIGHTS_NONE) {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, "/top_k",
+                        "/top_k: selects weights to return, but "
+                        "return_weights is \"none\"; expected \"per_head\" "
+                        "or \"mean\"");
+        return -1;
+    }
     if (codec__check_labels(f->tokens, "tokens", d->B, d->n, "n", err) ||
         codec__check_labels(f->memory_tokens, "memory_tokens", d->B, d->m,
                             "m", err))
@@ -688,8 +715,9 @@ static int codec__dims(codec__fields *f, attn_dims *d, codec_error *err)
 }
 
 /* The limits, cheapest first; every product is overflow-checked. */
-static int codec__limits(const attn_params *p, const limits_config *lim,
-                         uint64_t *params, uint64_t *flops, codec_error *err)
+static int codec__limits(const attn_params *p, size_t top_k, int analysis,
+                         const limits_config *lim, uint64_t *params,
+                         uint64_t *flops, codec_error *err)
 {
     const attn_dims *d = &p->dims;
     const struct {
@@ -716,8 +744,10 @@ static int codec__limits(const attn_params *p, const limits_config *lim,
         return codec__too_large(err, "num_heads", d->h, "--max-heads",
                                 "ATTND_MAX_HEADS", lim->max_heads);
     if (p->weights != ATTN_WEIGHTS_NONE) {
+        /* with top_k each row returns k (index, weight) pairs, 2k values */
         int ovf = __builtin_mul_overflow(d->B, d->n, &maps) ||
-                  __builtin_mul_overflow(maps, d->m, &maps) ||
+                  __builtin_mul_overflow(maps, top_k ? 2 * top_k : d->m,
+                                         &maps) ||
                   (p->weights == ATTN_WEIGHTS_PER_HEAD &&
                    __builtin_mul_overflow(maps, d->h, &maps));
         if (ovf || maps > lim->max_map_elems) {
@@ -727,6 +757,20 @@ static int codec__limits(const attn_params *p, const limits_config *lim,
                             "attention maps would hold %s%zu values; the "
                             "limit --max-map-elems (ATTND_MAX_MAP_ELEMS) is "
                             "%zu", ovf ? "more than " : "", maps,
+                            lim->max_map_elems);
+            return -1;
+        }
+    }
+    /* the analysis returns [B][h][h] similarities, bounded alike */
+    if (analysis) {
+        size_t sim;
+        if (__builtin_mul_overflow(d->B, d->h, &sim) ||
+            __builtin_mul_overflow(sim, d->h, &sim) ||
+            sim > lim->max_map_elems) {
+            codec_error_set(err, ERRORS_TOO_LARGE, NULL,
+                            "the head similarity matrices would hold %zu x "
+                            "%zu x %zu values; the limit --max-map-elems "
+                            "(ATTND_MAX_MAP_ELEMS) is %zu", d->B, d->h, d->h,
                             lim->max_map_elems);
             return -1;
         }
@@ -866,8 +910,11 @@ int codec_parse(const char *body, size_t len, const limits_config *lim,
     p->b_k = f.b_k.data;
     p->b_v = f.b_v.data;
     p->b_o = f.b_o.data;
-    if (codec__limits(p, lim, &req->params, &req->flops, err) != 0)
+    if (codec__limits(p, f.top_k, f.analysis, lim, &req->params,
+                      &req->flops, err) != 0)
         goto fail;
+    req->analysis = f.analysis;
+    req->top_k = f.top_k;
     req->batched = f.x.rank == 3; /* before the buffers move */
 
     if (codec__take(&f.x, &req->x, 0) ||

@@ -17,27 +17,44 @@ typedef enum codec__seg_kind {
     CODEC__SEG_B64 = 2   /* base64 of the little-endian float32 values */
 } codec__seg_kind;
 
+/* Deepest array written: top-k pairs [B][h][n][k][2]. */
+#define CODEC__RANK 5
+
 typedef struct codec__seg {
     codec__seg_kind kind;
     char *text;        /* TEXT: owned */
     size_t len;        /* TEXT: bytes; JSON/B64: values */
     const float *v;    /* JSON/B64: borrowed from the request */
-    size_t shape[4];
+    size_t shape[CODEC__RANK];
     int rank;
 } codec__seg;
 
 #define CODEC__STAGE 65536
-#define CODEC__MAX_SEGS 12
 
 struct codec_writer {
     codec_request *req;
-    codec__seg seg[CODEC__MAX_SEGS];
-    int nseg, cur;
+    codec__seg *seg;  /* grows: the analysis adds segments per batch element */
+    int nseg, cap, cur;
     size_t pos;      /* within seg[cur]: byte (TEXT, B64) or value (JSON) */
-    size_t idx[4];   /* JSON: index of the next value along each axis */
+    size_t idx[CODEC__RANK]; /* JSON: index of the next value per axis */
     size_t stage_len, stage_off;
     char stage[CODEC__STAGE];
 };
+
+/* A new segment at the end of the list, or NULL when out of memory. */
+static codec__seg *codec__push(codec_writer *w)
+{
+    if (w->nseg == w->cap) {
+        int cap = w->cap ? w->cap * 2 : 16;
+        codec__seg *s = realloc(w->seg, (size_t)cap * sizeof *s);
+        if (s == NULL)
+            return NULL;
+        w->seg = s;
+        w->cap = cap;
+    }
+    memset(&w->seg[w->nseg], 0, sizeof w->seg[0]);
+    return &w->seg[w->nseg++];
+}
 
 /* Appends a text segment made with printf; -1 when out of memory. */
 static int codec__text(codec_writer *w, const char *fmt, ...)
@@ -48,6 +65,7 @@ static int codec__text(codec_writer *w, const char *fmt, ...)
     va_list ap;
     int n;
     char *s;
+    codec__seg *g;
 
     va_start(ap, fmt);
     n = vsnprintf(NULL, 0, fmt, ap);
@@ -57,10 +75,13 @@ static int codec__text(codec_writer *w, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(s, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    w->seg[w->nseg].kind = CODEC__SEG_TEXT;
-    w->seg[w->nseg].text = s;
-    w->seg[w->nseg].len = (size_t)n;
-    w->nseg++;
+    if ((g = codec__push(w)) == NULL) {
+        free(s);
+        return -1;
+    }
+    g->kind = CODEC__SEG_TEXT;
+    g->text = s;
+    g->len = (size_t)n;
     return 0;
 }
 
@@ -85,17 +106,59 @@ static int codec__array(codec_writer *w, const float *v, const size_t *shape,
                         dims) != 0)
             return -1;
     }
-    s = &w->seg[w->nseg++];
+    if ((s = codec__push(w)) == NULL)
+        return -1;
     s->kind = base64 ? CODEC__SEG_B64 : CODEC__SEG_JSON;
-    s->text = NULL;
     s->len = count;
     s->v = v;
     s->rank = rank;
-    for (i = 0; i < 4; i++)
-        s->shape[i] = i < rank ? shape[i] : 0;
+    for (i = 0; i < rank; i++)
+        s->shape[i] = shape[i];
     if (base64 && codec__text(w, "\"}") != 0)
         return -1;
     return 0;
+}
+
+/* The head figures of batch element e as JSON members. */
+static int codec__head(codec_writer *w, const attn_head_stats *st, int first)
+{
+    char v[7][CODEC_NUM_MAX + 1];
+    const double f[7] = {st->entropy, st->entropy_normalized, st->confidence,
+                         st->self, st->prev, st->next, st->first};
+    int i;
+
+    for (i = 0; i < 7; i++)
+        v[i][codec_num_format((float)f[i], v[i])] = '\0';
+    return codec__text(w, "%s{\"entropy\":%s,\"entropy_normalized\":%s,"
+                       "\"confidence\":%s,\"self\":%s,\"prev\":%s,"
+                       "\"next\":%s,\"first\":%s,\"dominant_offset\":%ld,"
+                       "\"pattern\":\"%s\"}", first ? "" : ",", v[0], v[1],
+                       v[2], v[3], v[4], v[5], v[6], st->dominant_offset,
+                       attn_pattern_name((int)st->pattern));
+}
+
+/* "analysis": {"heads":[..],"similarity":[[h x h]],"skipped_rows":k} for
+ * a 2-D x, a list of them (one per batch element) for a batched x. Figures
+ * are written as float32 (shortest form): they are summaries. */
+static int codec__analysis(codec_writer *w, const codec_request *req)
+{
+    const attn_dims *d = &req->p.dims;
+    size_t e, i, shape[2] = {d->h, d->h};
+
+    if (codec__text(w, ",\"analysis\":%s", req->batched ? "[" : "") != 0)
+        return -1;
+    for (e = 0; e < d->B; e++) {
+        if (codec__text(w, "%s{\"heads\":[", e ? "," : "") != 0)
+            return -1;
+        for (i = 0; i < d->h; i++)
+            if (codec__head(w, &req->heads[e * d->h + i], i == 0) != 0)
+                return -1;
+        if (codec__text(w, "],\"similarity\":") != 0 ||
+            codec__array(w, req->similarity + e * d->h * d->h, shape, 2, 0) ||
+            codec__text(w, ",\"skipped_rows\":%zu}", req->skipped_rows[e]))
+            return -1;
+    }
+    return req->batched ? codec__text(w, "]") : 0;
 }
 
 codec_writer *codec_writer_new(codec_request *req)
@@ -103,7 +166,7 @@ codec_writer *codec_writer_new(codec_request *req)
     codec_writer *w;
     const attn_params *p;
     const attn_dims *d;
-    size_t shape[4];
+    size_t shape[CODEC__RANK];
     int b, ok;
 
     if (req == NULL)
@@ -130,26 +193,31 @@ codec_writer *codec_writer_new(codec_request *req)
     ok = codec__text(w, "{\"output\":") == 0 &&
          codec__array(w, req->output, shape + !b, 2 + b, req->base64_out) == 0;
 
-    if (ok && req->weights != NULL) {
+    if (ok && (req->weights != NULL || req->pairs != NULL)) {
         int r;
+        size_t last = req->pairs ? req->top_k : d->m;
         if (p->weights == ATTN_WEIGHTS_PER_HEAD) {
-            /* [B][h][n][m] or [h][n][m] */
+            /* [B][h][n][m] or [h][n][m]; top_k: [..][k][2] */
             shape[0] = d->B;
             shape[1] = d->h;
             shape[2] = d->n;
-            shape[3] = d->m;
+            shape[3] = last;
             r = 3;
         } else {
-            /* [B][n][m] or [n][m] */
+            /* [B][n][m] or [n][m]; top_k: [..][k][2] */
             shape[0] = d->B;
             shape[1] = d->n;
-            shape[2] = d->m;
+            shape[2] = last;
             r = 2;
         }
+        shape[r + 1] = 2; /* the pair axis, used only with top_k */
         ok = codec__text(w, ",\"attention\":") == 0 &&
-             codec__array(w, req->weights, shape + !b, r + b,
+             codec__array(w, req->pairs ? req->pairs : req->weights,
+                          shape + !b, r + b + (req->pairs != NULL),
                           req->base64_out) == 0;
     }
+    if (ok && req->heads != NULL)
+        ok = codec__analysis(w, req) == 0;
     if (ok && req->tokens_json != NULL)
         ok = codec__text(w, ",\"tokens\":%s", req->tokens_json) == 0;
     if (ok && req->memory_tokens_json != NULL)
@@ -177,7 +245,7 @@ codec_writer *codec_writer_new(codec_request *req)
 static void codec__fill_json(codec_writer *w, codec__seg *s)
 {
     char *o = w->stage + w->stage_len;
-    char *lim = w->stage + CODEC__STAGE - (CODEC_NUM_MAX + 2 * 4 + 2);
+    char *lim = w->stage + CODEC__STAGE - (CODEC_NUM_MAX + 2 * CODEC__RANK + 2);
     int rank = s->rank, l, closes;
 
     if (w->pos == 0)
@@ -274,6 +342,7 @@ void codec_writer_free(codec_writer *w)
         return;
     for (i = 0; i < w->nseg; i++)
         free(w->seg[i].text);
+    free(w->seg);
     codec_request_free(w->req);
     free(w);
 }

@@ -281,6 +281,8 @@ typedef struct spec {
     int b64_in, b64_out;
     double scale;  /* 0: default */
     int tokens;    /* 1: [n] labels, 2: [B][n] labels */
+    int analysis;  /* "analysis": true */
+    size_t top_k;  /* "top_k": k (0: absent) */
 } spec;
 
 /* Emits a field as nested arrays or a tensor object. */
@@ -411,6 +413,10 @@ static char *build_request(const spec *s)
         sb_printf(&b, ",\"return_weights\":\"%s\"", s->weights);
     if (s->b64_out)
         sb_printf(&b, ",\"encoding\":\"base64\"");
+    if (s->analysis)
+        sb_printf(&b, ",\"analysis\":true");
+    if (s->top_k)
+        sb_printf(&b, ",\"top_k\":%zu", s->top_k);
     if (s->tokens == 1) {
         sb_printf(&b, ",\"tokens\":[");
         for (j = 0; j < s->n; j++)
@@ -463,6 +469,121 @@ static void trip_free(trip *t)
     free(t->ref_att);
 }
 
+/* The figures attn_analyze_ref gives on the dense per-head reference weights
+ * of req's params, kept for check_analysis_json. */
+static attn_head_stats an_heads[256];
+static double an_sim[4096];
+static size_t an_skipped[16];
+
+static void check_analysis(const spec *s, const codec_request *req)
+{
+    attn_params p = req->p;
+    size_t B = p.dims.B, h = p.dims.h, n_w = B * h * p.dims.n * p.dims.m;
+    float *out = malloc(p.dims.B * p.dims.n * p.dims.d_out * sizeof(float));
+    float *w = malloc(n_w * sizeof(float));
+    attn_extras ex;
+
+    (void)s;
+    ck_assert_uint_le(B * h, 256);
+    ck_assert_uint_le(B * h * h, 4096);
+    p.weights = ATTN_WEIGHTS_PER_HEAD;
+    ck_assert_int_eq(attn_forward_ref(&p, out, w), 0);
+    memset(&ex, 0, sizeof ex);
+    ex.stats = 1;
+    ex.heads = an_heads;
+    ex.similarity = an_sim;
+    ex.skipped_rows = an_skipped;
+    ck_assert_int_eq(attn_analyze_ref(&p, w, &ex), 0);
+    free(out);
+    free(w);
+}
+
+static void check_figure(const json_t *o, const char *key, double ref)
+{
+    const json_t *v = json_object_get(o, key);
+    ck_assert_msg(json_is_number(v), "analysis figure %s missing", key);
+    ck_assert_msg(close_enough(json_number_value(v), ref),
+                  "%s = %.9g, reference %.9g", key, json_number_value(v),
+                  ref);
+}
+
+/* The response's "analysis" against the reference figures: an object for a
+ * 2-D x, a list of them for a batched x. */
+static void check_analysis_json(const spec *s, const json_t *an)
+{
+    size_t e, i, j;
+
+    ck_assert_ptr_nonnull(an);
+    if (s->batched) {
+        ck_assert(json_is_array(an));
+        ck_assert_uint_eq(json_array_size(an), s->B);
+    } else {
+        ck_assert(json_is_object(an));
+    }
+    for (e = 0; e < s->B; e++) {
+        const json_t *el = s->batched ? json_array_get(an, e) : an;
+        const json_t *heads = json_object_get(el, "heads");
+        const json_t *sim = json_object_get(el, "similarity");
+        ck_assert_uint_eq(json_array_size(heads), s->h);
+        ck_assert_uint_eq(json_array_size(sim), s->h);
+        ck_assert_int_eq(json_integer_value(json_object_get(el,
+                                                            "skipped_rows")),
+                         (json_int_t)an_skipped[e]);
+        for (i = 0; i < s->h; i++) {
+            const json_t *o = json_array_get(heads, i);
+            const attn_head_stats *r = &an_heads[e * s->h + i];
+            check_figure(o, "entropy", r->entropy);
+            check_figure(o, "entropy_normalized", r->entropy_normalized);
+            check_figure(o, "confidence", r->confidence);
+            check_figure(o, "self", r->self);
+            check_figure(o, "prev", r->prev);
+            check_figure(o, "next", r->next);
+            check_figure(o, "first", r->first);
+            ck_assert_int_eq(json_integer_value(json_object_get(
+                                 o, "dominant_offset")),
+                             r->dominant_offset);
+            ck_assert_str_eq(json_string_value(json_object_get(o, "pattern")),
+                             attn_pattern_name((int)r->pattern));
+            ck_assert_uint_eq(json_array_size(json_array_get(sim, i)), s->h);
+            for (j = 0; j < s->h; j++)
+                ck_assert(close_enough(
+                    json_number_value(json_array_get(json_array_get(sim, i),
+                                                     j)),
+                    an_sim[(e * s->h + i) * s->h + j]));
+        }
+    }
+}
+
+/* Top-k pairs against the dense reference rows: each weight matches the
+ * reference at its index, weights descend, and they are the k largest. */
+static void check_top_k(const float *pairs, const float *ref, size_t rows,
+                        size_t m, size_t k)
+{
+    size_t r, i, j;
+
+    for (r = 0; r < rows; r++) {
+        const float *row = ref + r * m;
+        for (i = 0; i < k; i++) {
+            float idx = pairs[(r * k + i) * 2], wt = pairs[(r * k + i) * 2 + 1];
+            size_t above = 0;
+            ck_assert_msg(idx >= 0 && idx < (float)m && idx == floorf(idx),
+                          "row %zu pair %zu: index %g", r, i, (double)idx);
+            ck_assert_msg(close_enough(wt, row[(size_t)idx]),
+                          "row %zu: weight %.9g at key %g, reference %.9g", r,
+                          (double)wt, (double)idx,
+                          (double)row[(size_t)idx]);
+            if (i > 0)
+                ck_assert(wt <= pairs[(r * k + i - 1) * 2 + 1]);
+            /* at most i reference weights clearly above the i-th pick */
+            for (j = 0; j < m; j++)
+                if (row[j] > wt + 1e-4f * (1.0f + wt))
+                    above++;
+            ck_assert_msg(above <= i, "row %zu: pick %zu (%.9g) is not "
+                          "among the %zu largest", r, i, (double)wt, i + 1);
+        }
+    }
+}
+
 /* parse -> run -> write -> read back with jansson; checks shapes and meta
  * against s and every value against attn_forward_ref on the parsed params. */
 static void round_trip(const spec *s, trip *t)
@@ -473,7 +594,7 @@ static void round_trip(const spec *s, trip *t)
     codec_writer *w;
     json_error_t je;
     const attn_dims *d = &req->p.dims;
-    size_t d_out = s->wo ? s->d_out : s->h * s->d_v, shape[4], pos, i, len;
+    size_t d_out = s->wo ? s->d_out : s->h * s->d_v, shape[5], pos, i, len;
     const json_t *meta, *att;
     int rank, per_head;
     double secs = -1;
@@ -493,11 +614,15 @@ static void round_trip(const spec *s, trip *t)
     /* the reference on the very params the codec built */
     t->p = req->p;
     t->out_n = req->output_elems;
-    t->att_n = req->weights_elems;
+    /* dense sizes even with top_k, which returns none */
+    ck_assert_int_eq(attn_output_sizes(&req->p, NULL, &t->att_n), 0);
+    ck_assert_uint_eq(req->weights_elems, s->top_k ? 0 : t->att_n);
     t->ref_out = malloc(t->out_n * sizeof(float));
     t->ref_att = malloc((t->att_n ? t->att_n : 1) * sizeof(float));
     ck_assert_int_eq(attn_forward_ref(&req->p, t->ref_out,
                                       t->att_n ? t->ref_att : NULL), 0);
+    if (s->analysis)
+        check_analysis(s, req);
 
     w = codec_writer_new(req);
     ck_assert_ptr_nonnull(w);
@@ -543,19 +668,42 @@ static void round_trip(const spec *s, trip *t)
             shape[1] = s->n;
             shape[2] = shape[3];
         }
-        t->att = malloc(t->att_n * sizeof(float));
-        if (s->b64_out) {
-            decode_tensor(att, shape + !s->batched, rank, t->att, t->att_n);
+        if (s->top_k) {
+            /* [..][k][2] (index, weight) pairs */
+            size_t m = shape[rank - 1 + !s->batched], rows = t->att_n / m;
+            size_t np = rows * s->top_k * 2;
+            float *pairs = malloc(np * sizeof(float));
+            shape[rank + !s->batched - 1] = s->top_k;
+            shape[rank + !s->batched] = 2;
+            if (s->b64_out) {
+                decode_tensor(att, shape + !s->batched, rank + 1, pairs, np);
+            } else {
+                pos = 0;
+                flatten(att, shape + !s->batched, rank + 1, pairs, &pos);
+                ck_assert_uint_eq(pos, np);
+            }
+            check_top_k(pairs, t->ref_att, rows, m, s->top_k);
+            free(pairs);
         } else {
-            pos = 0;
-            flatten(att, shape + !s->batched, rank, t->att, &pos);
-            ck_assert_uint_eq(pos, t->att_n);
+            t->att = malloc(t->att_n * sizeof(float));
+            if (s->b64_out) {
+                decode_tensor(att, shape + !s->batched, rank, t->att,
+                              t->att_n);
+            } else {
+                pos = 0;
+                flatten(att, shape + !s->batched, rank, t->att, &pos);
+                ck_assert_uint_eq(pos, t->att_n);
+            }
+            for (i = 0; i < t->att_n; i++)
+                ck_assert_msg(close_enough(t->att[i], t->ref_att[i]),
+                              "attention[%zu] = %.9g, reference %.9g", i,
+                              (double)t->att[i], (double)t->ref_att[i]);
         }
-        for (i = 0; i < t->att_n; i++)
-            ck_assert_msg(close_enough(t->att[i], t->ref_att[i]),
-                          "attention[%zu] = %.9g, reference %.9g", i,
-                          (double)t->att[i], (double)t->ref_att[i]);
     }
+    if (s->analysis)
+        check_analysis_json(s, json_object_get(t->root, "analysis"));
+    else
+        ck_assert_ptr_null(json_object_get(t->root, "analysis"));
 
     meta = json_object_get(t->root, "meta");
     ck_assert_ptr_nonnull(meta);
@@ -740,6 +888,46 @@ START_TEST(test_codec_weights_none)
     s.b64_out = 0;
     s.weights = "mean";
     round_trip(&s, &t);
+    trip_free(&t);
+}
+END_TEST
+
+START_TEST(test_codec_analysis)
+{
+    /* head figures against attn_analyze_ref: a 2-D x with causal GQA, and a
+     * batched cross-attention with per-element padding and no maps */
+    spec a = {.B = 1, .n = 6, .d_model = 8, .h = 4, .g = 2, .d_k = 3,
+              .d_v = 2, .causal = 1, .analysis = 1};
+    spec b = {.B = 2, .n = 4, .m = 5, .d_model = 6, .d_mem = 3, .h = 3,
+              .g = 3, .d_k = 2, .d_v = 2, .batched = 1, .cross = 1,
+              .kpm = 2, .analysis = 1, .weights = "none"};
+    trip t;
+
+    round_trip(&a, &t);
+    trip_free(&t);
+    round_trip(&b, &t);
+    trip_free(&t);
+}
+END_TEST
+
+START_TEST(test_codec_top_k)
+{
+    spec a = {.B = 1, .n = 5, .d_model = 6, .h = 2, .g = 1, .d_k = 3,
+              .d_v = 2, .top_k = 3, .tokens = 1};
+    spec b = {.B = 2, .n = 4, .m = 7, .d_model = 5, .d_mem = 4, .h = 2,
+              .g = 2, .d_k = 2, .d_v = 3, .batched = 1, .cross = 1,
+              .kpm = 1, .top_k = 2, .weights = "mean", .b64_out = 1,
+              .analysis = 1};
+    spec c = {.B = 1, .n = 3, .d_model = 4, .h = 2, .g = 2, .d_k = 2,
+              .d_v = 2, .top_k = 3, .causal = 1};
+    trip t;
+
+    round_trip(&a, &t);
+    trip_free(&t);
+    round_trip(&b, &t);
+    trip_free(&t);
+    /* k == m with a causal mask: the masked keys come last with weight 0 */
+    round_trip(&c, &t);
     trip_free(&t);
 }
 END_TEST
@@ -1205,6 +1393,15 @@ static const struct err_case {
     {"{" X2 "," W2 ",\"scale\":0}", ERRORS_INVALID_REQUEST, "/scale", "> 0"},
     {"{" X2 "," W2 ",\"scale\":1e39}", ERRORS_INVALID_REQUEST, "/scale",
      "finite in float32"},
+    /* issue 8: analysis and top_k */
+    {"{" X2 "," W2 ",\"analysis\":\"yes\"}", ERRORS_INVALID_REQUEST,
+     "/analysis", "expected true or false, found a string"},
+    {"{" X2 "," W2 ",\"top_k\":4}", ERRORS_INVALID_REQUEST, "/top_k",
+     "expected 1 <= k <= m = 3 (keys), found 4"},
+    {"{" X2 "," W2 ",\"top_k\":0}", ERRORS_INVALID_REQUEST, "/top_k",
+     "integer >= 1"},
+    {"{" X2 "," W2 ",\"top_k\":2,\"return_weights\":\"none\"}",
+     ERRORS_INVALID_REQUEST, "/top_k", "return_weights is \"none\""},
     /* labels */
     {"{" X2 "," W2 ",\"tokens\":[\"a\",\"b\"]}", ERRORS_INVALID_REQUEST,
      "/tokens", "2 labels, expected n = 3"},
@@ -1397,6 +1594,21 @@ START_TEST(test_codec_limits)
     l.max_map_elems = 23;
     expect_err_lim(json, len, &l, ERRORS_TOO_LARGE, "",
                    "--max-map-elems (ATTND_MAX_MAP_ELEMS)");
+    /* top_k: 2 (index, weight) values per pick, 2*3*2*k=2 picks */
+    {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s,\"top_k\":2}", (int)(len - 1), json);
+        l = lim_default();
+        l.max_map_elems = 47;
+        expect_err_lim(buf, strlen(buf), &l, ERRORS_TOO_LARGE, "",
+                       "attention maps would hold 48 values");
+        snprintf(buf, sizeof buf, "%.*s,\"analysis\":true,"
+                 "\"return_weights\":\"none\"}", (int)(len - 1), json);
+        l.max_map_elems = 7;
+        expect_err_lim(buf, strlen(buf), &l, ERRORS_TOO_LARGE, "",
+                       "the head similarity matrices would hold 2 x 2 x 2 "
+                       "values");
+    }
     l = lim_default();
     l.max_flops = 10;
     expect_err_lim(json, len, &l, ERRORS_TOO_LARGE, "",
@@ -1606,7 +1818,7 @@ START_TEST(test_codec_alloc_failure)
     spec sp = {.B = 2, .n = 3, .m = 4, .d_model = 4, .d_mem = 3, .h = 2,
                .g = 1, .d_k = 2, .d_v = 2, .batched = 1, .cross = 1,
                .w3d = 1, .bias = 1, .kpm = 2, .tokens = 2, .wo = 1,
-               .d_out = 3};
+               .d_out = 3, .analysis = 1, .top_k = 2};
     char *json = build_request(&sp), *reference = NULL;
     size_t ref_len = 0;
     long k;
@@ -1695,6 +1907,8 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_base64_in_out);
     tcase_add_test(tc, test_codec_weights_none);
     tcase_add_test(tc, test_codec_literal_request);
+    tcase_add_test(tc, test_codec_analysis);
+    tcase_add_test(tc, test_codec_top_k);
     tcase_add_test(tc, test_codec_lib_fixtures);
     tcase_add_test(tc, test_codec_numbers_in);
     tcase_add_test(tc, test_codec_escapes_and_unknown);
