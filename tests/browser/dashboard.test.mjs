@@ -218,16 +218,25 @@ async function main() {
     const mean_tip = await hover_cell(page, '#mean-card canvas', it, animal);
     check(tooltip_weight(mean_tip) === mean.toFixed(4), `mean-map tooltip shows ${mean.toFixed(4)}`, mean_tip);
 
-    // Per-head figures beside each map exactly when the service sends them.
+    // Per-head figures (issue 8) beside each map, and the similarity matrix.
     const figures = page.locator('dd[data-figure="entropy"]');
     const an = ref.json.analysis;
-    if (an && Array.isArray(an.heads)) {
+    check(req.analysis === true && Array.isArray(an?.heads) && an.heads.length === heads,
+      'the page asks for analysis and the service returns one entry per head');
+    if (Array.isArray(an?.heads)) {
       check(await figures.count() === heads, 'an entropy figure beside every head',
         `found ${await figures.count()}`);
-      const shown = await figures.first().textContent();
-      check(shown === Number(an.heads[0].entropy).toFixed(3), `head 0's entropy shows ${Number(an.heads[0].entropy).toFixed(3)}`, shown);
-    } else {
-      check(await figures.count() === 0, 'no analysis figures when the response has no analysis');
+      for (const [h, key] of [[0, 'entropy'], [heads - 1, 'confidence']]) {
+        const want = Number(an.heads[h][key]).toFixed(3);
+        const shown = await page.locator(`dd[data-figure="${key}"]`).nth(h).textContent();
+        check(shown === want, `head ${h}'s ${key} shows ${want}`, shown);
+      }
+      const pattern = await page.locator('dd[data-figure="pattern"]').nth(1).textContent();
+      check(pattern === an.heads[1].pattern, `head 1's pattern shows ${an.heads[1].pattern}`, pattern);
+      check(await page.isVisible('#similarity-section'), 'the head-similarity matrix is shown');
+      const sim_tip = await hover_cell(page, '#similarity-card canvas', 0, heads - 1);
+      const sim_want = Number(an.similarity[0][heads - 1]).toFixed(4);
+      check(tooltip_weight(sim_tip) === sim_want, `similarity tooltip (0, ${heads - 1}) shows ${sim_want}`, sim_tip);
     }
 
     // Clicking a head opens the enlarged view; Escape closes it.
@@ -318,7 +327,7 @@ async function main() {
     await page.selectOption('#encoding', 'base64');
     const cross_body = await run_page(page, true);
     check(JSON.parse(cross_body).encoding === 'base64', 'base64 wire format asks for base64 responses');
-    const cross_ref = await post(base, JSON.stringify({ ...cross, return_weights: 'per_head' }));
+    const cross_ref = await post(base, JSON.stringify({ ...cross, return_weights: 'per_head', analysis: true }));
     check(await canvases.count() === 2, 'two canvases for the two heads of the batched request',
       `found ${await canvases.count()}`);
     check(await page.isVisible('#batch'), 'a batch element selector appears for a batched request');
@@ -329,6 +338,10 @@ async function main() {
       `batch 1, head 1, query "f" -> key "m3" shows ${cross_want}`, cross_tip);
     check(cross_tip.includes('\u201cf\u201d') && cross_tip.includes('\u201cm3\u201d'),
       'cross-attention tooltip uses tokens and memory_tokens', cross_tip);
+    const cross_entropy = cross_ref.json.analysis?.[1]?.heads?.[1]?.entropy;
+    const shown_entropy = await page.locator('dd[data-figure="entropy"]').nth(1).textContent().catch(() => null);
+    check(typeof cross_entropy === 'number' && shown_entropy === cross_entropy.toFixed(3),
+      `batch 1's analysis is shown for batch 1 (head 1 entropy ${cross_entropy?.toFixed(3)})`, String(shown_entropy));
     await page.selectOption('#encoding', 'json');
 
     // -- errors ---------------------------------------------------------------
