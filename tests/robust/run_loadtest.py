@@ -116,13 +116,23 @@ class Slowloris:
                     entry[0] = None
 
     def close(self):
+        """Closes every connection; returns how many the server still held
+        open (no close or reset from its side was pending)."""
         self.stop.set()
         self.t.join(5)
         alive = 0
         for s, _ in self.socks:
-            if s is not None:
-                alive += 1
-                s.close()
+            if s is None:
+                continue
+            try:
+                if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                    s.close()
+                    continue  # the server closed it
+            except BlockingIOError:
+                alive += 1  # nothing to read: still open
+            except OSError:
+                pass  # reset by the server
+            s.close()
         return alive
 
 
