@@ -1456,6 +1456,21 @@ START_TEST(test_codec_errors)
 }
 END_TEST
 
+START_TEST(test_codec_deep_nesting)
+{
+    /* 100000 nested arrays in an ignored field: refused as invalid_json at
+     * depth 513, without recursing 100000 deep */
+    size_t n = 100000, i;
+    char *json = malloc(n + 64);
+    memcpy(json, "{\"future\":", 10);
+    for (i = 0; i < n; i++)
+        json[10 + i] = '[';
+    json[10 + n] = '\0';
+    expect_err(json, ERRORS_INVALID_JSON, "", "nesting deeper than 512");
+    free(json);
+}
+END_TEST
+
 START_TEST(test_codec_error_body)
 {
     codec_error e = {0};
@@ -1916,6 +1931,7 @@ Suite *codec_suite(void)
     tcase_add_loop_test(tc, test_codec_errors, 0,
                         (int)(sizeof err_cases / sizeof err_cases[0]));
     tcase_add_test(tc, test_codec_error_body);
+    tcase_add_test(tc, test_codec_deep_nesting);
     tcase_add_test(tc, test_codec_error_fixtures);
     tcase_add_test(tc, test_codec_limits);
     tcase_add_test(tc, test_codec_limits_maps_before_alloc);
