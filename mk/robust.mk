@@ -35,9 +35,12 @@ TEST_TARGETS += test-hardening test-jsonsuite test-cases test-robust-asan \
 FUZZ_BUILD := build/fuzz
 FUZZ_SECONDS ?= 300
 FUZZ_HARNESSES := codec http alloc
-# The allocation-failure harness runs over the codec's seeds.
-fuzz_corpus_of = $(FUZZ_CORPUS)/$$(if [ $(1) = alloc ]; then echo codec; \
-                 else echo $(1); fi)
+# Corpus folders of harness $(1) (a shell word): the seeds written by
+# tests/fuzz/gen_corpus.py, and <name>_found, inputs the fuzzer found, merged
+# and minimised (-merge=1) after the long runs. The allocation-failure
+# harness runs over the codec's.
+fuzz_corpus_of = $$(c=$(1); [ $$c = alloc ] && c=codec; \
+                 echo $(FUZZ_CORPUS)/$$c $(FUZZ_CORPUS)/$${c}_found)
 FUZZ_CORPUS := tests/fuzz/corpus
 # The fuzz build: clang, ASan+UBSan (SAN=1), coverage for libFuzzer on every
 # object; harnesses link the libFuzzer runtime (its main).
@@ -100,7 +103,7 @@ fuzz-bins:
 test-fuzz-corpus: fuzz-bins
 	@set -e; for h in $(FUZZ_HARNESSES); do \
 	  c=$(call fuzz_corpus_of,$$h); \
-	  echo "fuzz_$$h: $$(ls $$c | wc -l) corpus entries in $$c"; \
+	  echo "fuzz_$$h: $$(find $$c -type f | wc -l) corpus entries in $$c"; \
 	  $(FUZZ_ENV) $(FUZZ_BUILD)/fuzz_$$h $(FUZZ_FLAGS) -runs=0 \
 	    $$c 2>$(FUZZ_BUILD)/corpus_$$h.log || \
 	    { tail -n 60 $(FUZZ_BUILD)/corpus_$$h.log; exit 1; }; \

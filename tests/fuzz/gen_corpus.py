@@ -14,6 +14,11 @@ missing or lying, chunked, Transfer-Encoding with Content-Length, pipelining).
 
 Deterministic (seeded); the output is committed, so regenerate only to add
 seeds. Sizes stay within the harnesses' small limits (max_dim 64).
+
+corpus/codec_found/ and corpus/http_found/ are not written here: they hold
+inputs the fuzzer found in long runs (`make fuzz`), merged and minimised
+with libFuzzer's -merge=1, minus the seeds; `make test-fuzz-corpus` replays
+them with the seeds.
 """
 import base64
 import json
