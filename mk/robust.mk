@@ -9,8 +9,15 @@
 #                              status, error.code and error.field (pointer)
 #   make test-robust-asan      both of the above against attnd built with
 #                              ASan+UBSan
-#   make test-fuzz-corpus      each fuzz harness over its committed corpus once
-#   make fuzz                  each harness for FUZZ_SECONDS (default 300)
+#   make test-fuzz-corpus      each libFuzzer harness (tests/fuzz: codec = the
+#                              request path, http = an in-process attnd over
+#                              loopback, alloc = every allocation of the
+#                              request path failed in turn) over its
+#                              committed corpus once
+#   make fuzz                  each harness for FUZZ_SECONDS (default 300;
+#                              FUZZ_HARNESSES=codec picks one); finds go to
+#                              build/fuzz/corpus_<h>, crashes to
+#                              build/fuzz/artifacts
 #   make test-valgrind-service attnd under valgrind memcheck serving valid and
 #                              invalid requests, then SIGTERM: 0 errors, 0
 #                              definitely lost, exit 0
