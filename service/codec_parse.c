@@ -483,10 +483,10 @@ static int codec__too_large(codec_error *err, const char *what, size_t value,
     return -1;
 }
 
-/* Checks label arrays: [count] strings, or [B][count]. */
+/* Checks label arrays: [count] strings, or [B][count] with a batched x. */
 static int codec__check_labels(const json_t *t, const char *name, size_t B,
-                               size_t count, const char *count_doc,
-                               codec_error *err)
+                               int batched, size_t count,
+                               const char *count_doc, codec_error *err)
 {
     char ptr[96];
     size_t i, j, rows;
@@ -513,6 +513,14 @@ static int codec__check_labels(const json_t *t, const char *name, size_t B,
             }
         }
         return 0;
+    }
+    if (!batched) {
+        snprintf(ptr, sizeof ptr, "/%s", name);
+        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: expected [%s] strings for a 2-D x ([B][%s] goes "
+                        "with a batched x), found nested arrays", ptr,
+                        count_doc, count_doc);
+        return -1;
     }
     if (rows != B) {
         snprintf(ptr, sizeof ptr, "/%s", name);
@@ -682,6 +690,13 @@ static int codec__dims(codec__fields *f, attn_dims *d, codec_error *err)
         return -1;
 
     if (f->kpm.data != NULL) {
+        if (f->kpm.rank == 2 && !b3) {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, "/key_padding_mask",
+                            "/key_padding_mask: expected [m] for a 2-D x "
+                            "([B][m] goes with a batched x), found a rank-2 "
+                            "array");
+            return -1;
+        }
         if (f->kpm.rank == 1) {
             if (codec__dim(&f->kpm, "/key_padding_mask", 0, d->m, "m (keys)",
                            "the length", err))
@@ -707,8 +722,8 @@ static int codec__dims(codec__fields *f, attn_dims *d, codec_error *err)
                         "or \"mean\"");
         return -1;
     }
-    if (codec__check_labels(f->tokens, "tokens", d->B, d->n, "n", err) ||
-        codec__check_labels(f->memory_tokens, "memory_tokens", d->B, d->m,
+    if (codec__check_labels(f->tokens, "tokens", d->B, b3, d->n, "n", err) ||
+        codec__check_labels(f->memory_tokens, "memory_tokens", d->B, b3, d->m,
                             "m", err))
         return -1;
     return 0;
