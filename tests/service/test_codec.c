@@ -1568,6 +1568,62 @@ START_TEST(test_codec_error_fixtures)
 }
 END_TEST
 
+#ifndef CODEC_JSON_SUITE
+#define CODEC_JSON_SUITE "tests/robust/jsontestsuite/test_parsing"
+#endif
+
+/* The reader against JSONTestSuite (vendored by tests/robust): every y_ file
+ * is JSON (any error but invalid_json: they are not requests), every n_ file
+ * is invalid_json; i_ files may go either way but never crash. */
+START_TEST(test_codec_json_suite)
+{
+    DIR *dir = opendir(CODEC_JSON_SUITE);
+    struct dirent *de;
+    int y = 0, n = 0;
+    limits_config l = lim_default();
+
+    ck_assert_msg(dir != NULL, "cannot open %s", CODEC_JSON_SUITE);
+    while ((de = readdir(dir)) != NULL) {
+        char path[512], *body;
+        FILE *f;
+        long size;
+        codec_request *req = NULL;
+        codec_error err = {0};
+        int rc, invalid;
+
+        if (de->d_name[0] != 'y' && de->d_name[0] != 'n' &&
+            de->d_name[0] != 'i')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", CODEC_JSON_SUITE, de->d_name);
+        f = fopen(path, "rb");
+        ck_assert_ptr_nonnull(f);
+        fseek(f, 0, SEEK_END);
+        size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        body = malloc((size_t)size + 1);
+        ck_assert_uint_eq(fread(body, 1, (size_t)size, f), (size_t)size);
+        fclose(f);
+        rc = codec_parse(body, (size_t)size, &l, &req, &err);
+        invalid = rc != 0 && err.kind == ERRORS_INVALID_JSON;
+        codec_request_free(req);
+        free(body);
+        if (de->d_name[0] == 'y') {
+            ck_assert_msg(!invalid, "%s is JSON, got: %s", de->d_name,
+                          err.message);
+            y++;
+        } else if (de->d_name[0] == 'n') {
+            ck_assert_msg(invalid, "%s is not JSON, got %s: %s", de->d_name,
+                          rc ? errors_code(err.kind) : "success",
+                          err.message);
+            n++;
+        }
+    }
+    closedir(dir);
+    ck_assert_int_ge(y, 90);
+    ck_assert_int_ge(n, 180);
+}
+END_TEST
+
 /* -- limits ----------------------------------------------------------------- */
 
 START_TEST(test_codec_limits)
@@ -1937,6 +1993,7 @@ Suite *codec_suite(void)
                         (int)(sizeof err_cases / sizeof err_cases[0]));
     tcase_add_test(tc, test_codec_error_body);
     tcase_add_test(tc, test_codec_deep_nesting);
+    tcase_add_test(tc, test_codec_json_suite);
     tcase_add_test(tc, test_codec_error_fixtures);
     tcase_add_test(tc, test_codec_limits);
     tcase_add_test(tc, test_codec_limits_maps_before_alloc);
