@@ -11,14 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void codec_json_ws(codec_reader *r)
-{
-    const char *p = r->p, *end = r->end;
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-        p++;
-    r->p = p;
-}
-
 void codec_json_syntax(const codec_reader *r, codec_error *err,
                        const char *what)
 {
