@@ -6,8 +6,9 @@
  * the end -> free, the limits of fuzz_codec.c) first runs with no failure,
  * counting the allocations K; then it runs K more times, the i-th run
  * failing the i-th allocation. The link wraps malloc, calloc and realloc
- * (-Wl,--wrap) for attnd's codec and library objects, and jansson's
- * allocator is set to the same failing function. Each failing run must end
+ * (-Wl,--wrap) for attnd's codec and library objects; with
+ * FUZZ_ALLOC_JANSSON set, jansson's allocator fails in turn as well (see
+ * fuzz_alloc__jansson for why that is not the default). Each failing run must end
  * cleanly: no crash or sanitizer report, nothing leaked (LeakSanitizer,
  * libFuzzer's -detect_leaks), and when the failure made the request fail,
  * the error is 503 `unavailable` (out of memory is transient), never a
@@ -68,9 +69,17 @@ void *__wrap_realloc(void *p, size_t size)
     return fuzz_alloc__should_fail() ? NULL : __real_realloc(p, size);
 }
 
+/* FUZZ_ALLOC_JANSSON set: jansson's allocations (set through
+ * json_set_alloc_funcs) fail in turn too. Off by default: Debian's jansson
+ * 2.14 then writes out of bounds in json_loadb (lex_save drops the failure
+ * of strbuffer_append_byte, akheron/jansson#362), which would stop every
+ * run on the library's bug instead of attnd's; the known-crash replay of
+ * `make test-fuzz-corpus` keeps that case in view. */
+static int fuzz_alloc__jansson;
+
 static void *fuzz_alloc__json_malloc(size_t size)
 {
-    return __wrap_malloc(size);
+    return fuzz_alloc__jansson ? __wrap_malloc(size) : __real_malloc(size);
 }
 
 static limits_config fuzz_alloc__limits;
@@ -117,6 +126,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     attn_blas_set_threads(1);
     json_set_alloc_funcs(fuzz_alloc__json_malloc, free);
     fuzz_alloc__verbose = getenv("FUZZ_ALLOC_VERBOSE") != NULL;
+    fuzz_alloc__jansson = getenv("FUZZ_ALLOC_JANSSON") != NULL;
     limits_defaults(&fuzz_alloc__limits);
     fuzz_alloc__limits.max_body_bytes = (size_t)1 << 20;
     fuzz_alloc__limits.max_dim = 64;
@@ -141,6 +151,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_alloc__count = 0;
         fuzz_alloc__failed = 0;
         fuzz_alloc__fail_at = i;
+        if (fuzz_alloc__verbose)
+            fprintf(stderr, "fuzz_alloc: failing allocation %zu of %zu\n", i,
+                    total);
         int rc = fuzz_alloc__run(data, size, &err);
         fuzz_alloc__fail_at = 0;
         hit += (size_t)fuzz_alloc__failed;
