@@ -23,6 +23,9 @@ refused. Every request is classified from the client's side:
 and from attnd's side: its per-request log must show every POST /attend it
 received ending 200 or 503, none closed or timed out mid-way, and as many
 200 lines as the clients counted `ok`. attnd must exit 0.
+
+Last, attnd must also exit 0 after SIGTERM while a client keeps trickling
+a request body (--body-timeout cuts it).
 """
 import argparse
 import json
@@ -185,6 +188,44 @@ def client(port, data, stop_at, sigterm_at, tally):
         classify(r, tally)
 
 
+def trickling_upload_round(args, failures):
+    """attnd must exit 0 after SIGTERM while a client still trickles a
+    request body one byte a second (forever): --body-timeout cuts the upload,
+    so it cannot hold the drain. Liveness, not speed: the cap is 60 s for a
+    body timeout of 3 s."""
+    srv = attnd_proc.Attnd(args.attnd, ["--quiet", "--body-timeout", "3"])
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    sock.sendall(b"POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: "
+                 b"application/json\r\nContent-Length: 100000\r\n\r\n{")
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.wait(1.0):
+            try:
+                sock.send(b" ")
+            except OSError:
+                return
+
+    t = threading.Thread(target=trickle, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    srv.proc.send_signal(15)
+    try:
+        rc = srv.proc.wait(60)
+    except Exception:
+        rc = None
+    took = time.monotonic() - t0
+    stop.set()
+    sock.close()
+    rc = srv.stop() if rc is None else rc
+    print("trickling upload (--body-timeout 3): attnd exit %s %.1f s after "
+          "SIGTERM" % (rc, took))
+    if rc != 0:
+        failures.append("a trickling upload held the drain: exit %s after "
+                        "60 s" % rc)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--attnd", required=True)
@@ -250,6 +291,7 @@ def main():
             failures.append("round %d: no request completed" % (rnd + 1))
         if rc != 0:
             failures.append("round %d: attnd exit code %s" % (rnd + 1, rc))
+    trickling_upload_round(args, failures)
     for f in failures:
         print("  FAIL " + f)
     return 1 if failures else 0
