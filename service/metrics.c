@@ -38,7 +38,6 @@ struct metrics {
     pthread_mutex_t mu;
     metrics__series series[METRICS__MAX_SERIES];
     size_t n_series;
-    uint64_t dropped_series;
     metrics__hist duration, compute;
     size_t in_flight;
     uint64_t bytes_in, bytes_out;
@@ -92,28 +91,23 @@ void metrics_request_end(metrics *m, const char *path, int status,
         m->in_flight--;
     m->bytes_in += bytes_in;
     m->bytes_out += bytes_out;
-    if (status == 0) {
-        /* No response was sent (client gone, timeout): no status to count. */
-        pthread_mutex_unlock(&m->mu);
-        return;
-    }
-    metrics__observe(&m->duration, seconds);
-    size_t i = 0;
-    while (i < m->n_series &&
-           (m->series[i].status != status || strcmp(m->series[i].path, path)))
-        i++;
-    if (i == m->n_series) {
-        if (i < METRICS__MAX_SERIES) {
+    /* Status 0: no response was sent (client gone, timeout), nothing to
+     * count by status. */
+    if (status != 0) {
+        metrics__observe(&m->duration, seconds);
+        size_t i = 0;
+        while (i < m->n_series && (m->series[i].status != status ||
+                                   strcmp(m->series[i].path, path)))
+            i++;
+        /* A full table drops new series (see METRICS__MAX_SERIES). */
+        if (i == m->n_series && i < METRICS__MAX_SERIES) {
             m->series[i].path = path;
             m->series[i].status = status;
             m->n_series++;
-        } else {
-            m->dropped_series++;
-            i = METRICS__MAX_SERIES;
         }
+        if (i < m->n_series)
+            m->series[i].count++;
     }
-    if (i < METRICS__MAX_SERIES)
-        m->series[i].count++;
     pthread_mutex_unlock(&m->mu);
 }
 
