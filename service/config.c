@@ -17,7 +17,6 @@
 
 typedef enum config__kind {
     CONFIG__HOST,   /* char[64], numeric address */
-    CONFIG__PORT,   /* unsigned, 0..65535 */
     CONFIG__SIZE,   /* size_t in [min, max] */
     CONFIG__U64,    /* uint64_t in [min, max] */
     CONFIG__UINT,   /* unsigned in [min, max] */
@@ -41,7 +40,7 @@ typedef struct config__option {
 static const config__option config__options[] = {
     {"host", "ATTND_HOST", CONFIG__HOST, CONFIG__AT(host), 0, 0,
      "address to listen on (numeric IPv4 or IPv6)"},
-    {"port", "PORT", CONFIG__PORT, CONFIG__AT(port), 0, 65535,
+    {"port", "PORT", CONFIG__UINT, CONFIG__AT(port), 0, 65535,
      "TCP port; 0 picks a free one"},
     {"threads", "ATTND_THREADS", CONFIG__SIZE, CONFIG__AT(threads), 0, 1024,
      "compute threads; 0 = usable cores (affinity and cgroup CPU quota)"},
@@ -107,7 +106,6 @@ static void config__format(const config *cfg, const config__option *o,
     case CONFIG__ORIGINS:
         snprintf(buf, cap, "%s", p);
         break;
-    case CONFIG__PORT:
     case CONFIG__UINT:
         snprintf(buf, cap, "%u", *(const unsigned *)(const void *)p);
         break;
@@ -230,7 +228,6 @@ static int config__set(config *cfg, const config__option *o, const char *v)
             return -1;
         strcpy(p, v);
         return 0;
-    case CONFIG__PORT:
     case CONFIG__UINT:
         if (config__parse_u64(v, o->min, o->max, &u))
             return -1;
