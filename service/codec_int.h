@@ -36,6 +36,7 @@ struct codec_request {
     float *similarity;      /* analysis: [B][h][h] */
     size_t *skipped_rows;   /* analysis: [B] */
     double elapsed_ms;
+    double analysis_seconds; /* extras' cost, summed over compute threads */
 };
 
 /* -- JSON reader (codec_json.c) --------------------------------------------- */

@@ -93,6 +93,7 @@ int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
     req->output_elems = out_n;
     req->weights_elems = w_n;
     req->p.executor = exec;
+    ex.cost_seconds = &req->analysis_seconds;
     t0 = codec__now();
     if (req->top_k || req->analysis)
         rc = attn_forward_ex(&req->p, req->output, req->weights, &ex);

@@ -228,12 +228,18 @@ codec_writer *codec_writer_new(codec_request *req)
                          "\"d_model\":%zu,\"d_mem\":%zu,\"num_heads\":%zu,"
                          "\"num_kv_heads\":%zu,\"d_k\":%zu,\"d_v\":%zu,"
                          "\"d_out\":%zu,\"mask\":\"%s\",\"params\":%llu,"
-                         "\"flops\":%llu,\"elapsed_ms\":%.3f}}",
+                         "\"flops\":%llu,\"elapsed_ms\":%.3f",
                          d->B, d->n, d->m, d->d_model, d->d_mem, d->h, d->g,
                          d->d_k, d->d_v, d->d_out,
                          p->mask == ATTN_MASK_CAUSAL ? "causal" : "none",
                          (unsigned long long)req->params,
                          (unsigned long long)req->flops, req->elapsed_ms) == 0;
+    /* the extras' share of elapsed_ms, as CPU time over the compute threads */
+    if (ok && (req->analysis || req->top_k))
+        ok = codec__text(w, ",\"analysis_ms\":%.3f",
+                         req->analysis_seconds * 1e3) == 0;
+    if (ok)
+        ok = codec__text(w, "}}") == 0;
     if (!ok) {
         codec_writer_free(w);
         return NULL;

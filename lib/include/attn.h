@@ -185,7 +185,9 @@ typedef struct attn_head_stats {
  *                 per head [B][h][n][k] or of the mean [B][n][k], following
  *                 p->weights, which must then not be ATTN_WEIGHTS_NONE
  *   top_index     key indices, [..][k]
- *   top_weight    their weights, [..][k] */
+ *   top_weight    their weights, [..][k]
+ *   cost_seconds  NULL, or receives the time spent on the figures and the
+ *                 top-k rows, summed over the executor's workers */
 typedef struct attn_extras {
     int stats;
     attn_head_stats *heads;
@@ -194,6 +196,7 @@ typedef struct attn_extras {
     size_t top_k;
     uint32_t *top_index;
     float *top_weight;
+    double *cost_seconds;
 } attn_extras;
 
 /* Validates p: dimensions non-zero, g divides h, d_out == h*d_v without W_O,

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "attn_analysis.h"
 
@@ -35,6 +36,7 @@ typedef struct attn__job {
     const float **hrow;    /* [workers][h]: each head's rows in the tile */
     const float **hrow_rows; /* [workers][h]: when h > the stack's room */
     float *meanrow;        /* [workers][m]: the mean row for top-k */
+    double *cost;          /* [workers]: seconds spent on the extras */
     float *inv;     /* [workers][blk]: 1 / row sum of the unnormalised rows */
     int *status;    /* [workers]: ATTN_ERANGE when a worker saw overflow */
     float scale;
@@ -111,6 +113,7 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
      * the d_v outputs of A V (and the mean's accumulation), a pass over m
      * per row saved. */
     int normalize = j->dense_per_head || j->keep_heads;
+    struct timespec t0, t1;
 
     if (p->mask == ATTN_MASK_CAUSAL && q0 + rows < m_eff)
         m_eff = q0 + rows;
@@ -173,6 +176,7 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
     if (!j->keep_heads)
         return;
     /* every head's rows of the tile are at hand: figures and top-k */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (size_t r = 0; r < rows; r++) {
         size_t lds = j->dense_per_head ? d->m : m_eff, k = ex->top_k;
         const float *cur[ATTN__MAX_STACK_HEADS];
@@ -205,6 +209,9 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
                         ex->top_weight + at);
         }
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    j->cost[worker] += (double)(t1.tv_sec - t0.tv_sec) +
+                       1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
 /* Phase 3, task t: one chunk of output rows: the output projection (or the
@@ -323,8 +330,9 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
     job.status = attn__alloc(p, workers, sizeof(int));
     job.inv = attn__alloc(p, workers * job.blk, sizeof(float));
     job.hrow = attn__alloc(p, workers * d->h, sizeof(float *));
+    job.cost = attn__alloc(p, workers, sizeof(double));
     if (!job.q || !job.k || !job.v || !job.cat || !job.status || !job.inv ||
-        !job.hrow) {
+        !job.hrow || !job.cost) {
         rc = ATTN_ENOMEM;
         goto out;
     }
@@ -362,6 +370,7 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
         job.acc = &acc;
     }
     memset(job.status, 0, workers * sizeof(int));
+    memset(job.cost, 0, workers * sizeof(double));
 
     proj_tasks = job.q_chunks + 2 * job.kv_chunks;
     attn__run(p, proj_tasks, attn__proj_task, &job);
@@ -372,6 +381,11 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
             rc = job.status[w];
     if (rc == ATTN_OK && ex->stats)
         attn__acc_finish(&acc, ex);
+    if (ex->cost_seconds != NULL) {
+        *ex->cost_seconds = 0.0;
+        for (size_t w = 0; w < workers; w++)
+            *ex->cost_seconds += job.cost[w];
+    }
 out:
     attn__acc_free(&acc, p);
     attn__free(p, job.q);
@@ -384,6 +398,7 @@ out:
     attn__free(p, (void *)job.hrow);
     attn__free(p, (void *)job.hrow_rows);
     attn__free(p, job.meanrow);
+    attn__free(p, job.cost);
     attn__free(p, job.scratch);
     return rc;
 }
