@@ -11,7 +11,8 @@
 #include "errors.h"
 #include "limits.h"
 
-/* One error, filled by the first failure (first error wins). */
+/* One error, filled by the first failure (first error wins). Zero it
+ * before the first call that may fill it. */
 typedef struct codec_error {
     errors_kind kind;
     char message[512]; /* what was expected and what was found */
@@ -53,8 +54,8 @@ void codec_request_free(codec_request *req);
 typedef struct codec_writer codec_writer;
 codec_writer *codec_writer_new(codec_request *req);
 
-/* Copies up to cap bytes of the body into buf; returns the count, 0 at the
- * end of the body. Never fails once the writer exists. */
+/* Copies up to cap (> 0) bytes of the body into buf; returns the count, 0
+ * at the end of the body. Never fails once the writer exists. */
 size_t codec_writer_read(codec_writer *w, char *buf, size_t cap);
 
 /* Frees a writer and its request; accepts NULL. */
