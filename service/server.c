@@ -698,7 +698,9 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
     } else if (inet_pton(AF_INET6, cfg->host, &v6->sin6_addr) == 1) {
         v6->sin6_family = AF_INET6;
         v6->sin6_port = htons((uint16_t)cfg->port);
-        flags |= MHD_USE_IPv6;
+        /* "::" means every address, IPv4 ones included. */
+        flags |= IN6_IS_ADDR_UNSPECIFIED(&v6->sin6_addr) ? MHD_USE_DUAL_STACK
+                                                         : MHD_USE_IPv6;
     } else {
         snprintf(err, err_cap, "invalid host address \"%s\"", cfg->host);
         server_stop(srv);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -302,6 +303,25 @@ START_TEST(test_http_cors_configured_origins)
     ck_assert_ptr_null(ts_header(&r, "Access-Control-Allow-Origin", v, sizeof v));
     ck_assert_ptr_nonnull(ts_header(&r, "Vary", v, sizeof v));
     ts_response_free(&r);
+    server_stop(s);
+}
+END_TEST
+
+START_TEST(test_http_wildcard_ipv6_host_serves_ipv4_too)
+{
+    config cfg;
+    ts_config(&cfg);
+    strcpy(cfg.host, "::");
+    server *s = NULL;
+    char err[256];
+    if (server_start(&cfg, &s, err, sizeof err)) {
+        /* Only a machine without IPv6 may refuse "::". */
+        int fd = socket(AF_INET6, SOCK_STREAM, 0);
+        ck_assert_msg(fd < 0, "\"::\" refused with IPv6 present: %s", err);
+        return;
+    }
+    /* ts_get_status connects to 127.0.0.1. */
+    ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
     server_stop(s);
 }
 END_TEST
@@ -916,6 +936,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_unknown_path_404);
     tcase_add_test(t, test_http_wrong_method_405_allow);
     tcase_add_test(t, test_http_attend_needs_json_415);
+    tcase_add_test(t, test_http_wildcard_ipv6_host_serves_ipv4_too);
     tcase_add_test(t, test_http_cors_default_any_origin);
     tcase_add_test(t, test_http_cors_configured_origins);
     tcase_add_test(t, test_http_metrics_move);
