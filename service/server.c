@@ -464,14 +464,37 @@ static http__route http__find_route(const char *path, const asset **a,
     return HTTP__ROUTE_NONE;
 }
 
-/* The request's body framing headers (NULL when absent). */
-static void http__framing(struct MHD_Connection *c, const char **te,
-                          const char **cl)
+/* The request's body framing headers (the first of each, NULL when
+ * absent), how many of each it carries, and whether repeated
+ * Content-Length values differ. */
+typedef struct http__framing_info {
+    const char *te, *cl;
+    unsigned te_count, cl_count;
+    bool cl_differ;
+} http__framing_info;
+
+static enum MHD_Result http__framing_cb(void *cls, enum MHD_ValueKind kind,
+                                        const char *key, const char *value)
 {
-    *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                      MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
+    http__framing_info *f = cls;
+
+    (void)kind;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        if (f->te_count++ == 0)
+            f->te = value;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (f->cl_count++ == 0)
+            f->cl = value;
+        else if (strcmp(f->cl, value ? value : ""))
+            f->cl_differ = true;
+    }
+    return MHD_YES;
+}
+
+static void http__framing(struct MHD_Connection *c, http__framing_info *f)
+{
+    memset(f, 0, sizeof *f);
+    MHD_get_connection_values(c, MHD_HEADER_KIND, http__framing_cb, f);
 }
 
 /* Everything decidable from the headers alone, answered before any body
@@ -479,9 +502,21 @@ static void http__framing(struct MHD_Connection *c, const char **te,
 static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
 {
     server *srv = r->srv;
-    const char *te, *cl;
-    http__framing(c, &te, &cl);
-    /* Request smuggling guards libmicrohttpd 0.9.75 lacks (RFC 9112 6.1). */
+    http__framing_info f;
+    http__framing(c, &f);
+    const char *te = f.te, *cl = f.cl;
+    /* Request smuggling guards libmicrohttpd 0.9.75 lacks (RFC 9112 6.1,
+     * 6.3): it reads only the first of repeated framing headers, where a
+     * proxy in front may have read another. */
+    if (f.cl_differ)
+        return http__error(r, c, ERRORS_BAD_REQUEST, NULL,
+                           "a request may not carry differing "
+                           "Content-Length headers");
+    if (f.te_count > 1)
+        return http__error(r, c, ERRORS_BAD_REQUEST, NULL,
+                           "a request may carry one Transfer-Encoding "
+                           "header; found %u",
+                           f.te_count);
     if (te && cl)
         return http__error(r, c, ERRORS_BAD_REQUEST, NULL,
                            "a request may not carry both Transfer-Encoding "
@@ -574,9 +609,9 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
          * queued on the first call, so requests without a body are answered
          * on the second call and keep their connection alive; requests with
          * one are judged now, before any body byte is read. */
-        const char *te, *cl;
-        http__framing(c, &te, &cl);
-        if (te || (cl && strcmp(cl, "0")))
+        http__framing_info f;
+        http__framing(c, &f);
+        if (f.te || (f.cl && strcmp(f.cl, "0")))
             return http__headers(r, c);
         r->deferred = true;
         return MHD_YES;
