@@ -1802,6 +1802,90 @@ START_TEST(test_codec_format_round_trip)
 }
 END_TEST
 
+/* The number reader (one-pass fast path and fast_float fallback) is
+ * correctly rounded: 1e6 random decimals of 1 to 21 significant digits, a
+ * random decimal point and exponent, read exactly like glibc's strtof (which
+ * rounds correctly); and the float midpoints that a double-then-float
+ * conversion would round wrongly. */
+static float read_number(const char *text)
+{
+    codec_reader r;
+    codec_error e;
+    float v = NAN;
+    int finite;
+
+    memset(&e, 0, sizeof e);
+    r.start = r.p = text;
+    r.end = text + strlen(text);
+    r.depth = 0;
+    ck_assert_msg(codec_json_number(&r, &v, &finite, &e) == 0, "'%s': %s",
+                  text, e.message);
+    ck_assert_msg(r.p == r.end, "'%s' not fully read", text);
+    return v;
+}
+
+START_TEST(test_codec_numbers_correctly_rounded)
+{
+    static const char *const hard[] = {
+        "16777217", "16777219", "33554434", "0.5000000298023223876953125",
+        "1.00000005960464477539062500001", "1.0000000596046447753906249999",
+        "3.4028235677973366e38", "3.4028235677973362e38", "1e-45", "7e-46",
+        "1.1754942e-38", "1.17549435e-38", "9007199254740993",
+        "0.1", "0.3", "1e22", "1e23", "123456789012345678", "-0.0",
+        "8.589973e9", "4.0000002", "0.00000000000000000000012345"};
+    uint64_t st = 0x243F6A8885A308D3ull;
+    char buf[64];
+    size_t i;
+
+    for (i = 0; i < sizeof hard / sizeof hard[0]; i++) {
+        float want = strtof(hard[i], NULL), got = read_number(hard[i]);
+        ck_assert_msg(memcmp(&want, &got, sizeof want) == 0,
+                      "'%s': got %a, strtof %a", hard[i], (double)got,
+                      (double)want);
+    }
+    for (i = 0; i < 1000000; i++) {
+        int digits, point, exp, n = 0;
+        float want, got;
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        digits = 1 + (int)(st % 21);
+        point = (int)((st >> 8) % (uint64_t)(digits + 1));
+        exp = (int)((st >> 16) % 61) - 30;
+        if (st & (1ull << 40))
+            buf[n++] = '-';
+        for (int d = 0; d < digits; d++) {
+            uint64_t t = st >> (20 + (d % 40));
+            if (d == point && d > 0)
+                buf[n++] = '.';
+            buf[n++] = (char)('0' + (d == 0 ? 1 + t % 9 : t % 10));
+        }
+        if (st & (1ull << 41))
+            n += snprintf(buf + n, sizeof buf - (size_t)n, "e%d", exp);
+        buf[n] = '\0';
+        want = strtof(buf, NULL);
+        if (!isfinite(want))
+            continue;
+        got = read_number(buf);
+        ck_assert_msg(memcmp(&want, &got, sizeof want) == 0,
+                      "'%s': got %a, strtof %a", buf, (double)got,
+                      (double)want);
+        /* the midpoints between neighbouring floats, written exactly */
+        if (i % 8 == 0 && want != 0.0f) {
+            double mid = ((double)want + (double)nextafterf(want, INFINITY)) / 2;
+            snprintf(buf, sizeof buf, "%.17g", mid);
+            want = strtof(buf, NULL);
+            if (isfinite(want)) {
+                got = read_number(buf);
+                ck_assert_msg(memcmp(&want, &got, sizeof want) == 0,
+                              "midpoint '%s': got %a, strtof %a", buf,
+                              (double)got, (double)want);
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_codec_format_shortest)
 {
     /* no text with fewer significant digits reads back to the same float:
@@ -2007,6 +2091,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_limits_maps_before_alloc);
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
+    tcase_add_test(tc, test_codec_numbers_correctly_rounded);
     tcase_add_test(tc, test_codec_format_shortest);
     tcase_add_test(tc, test_codec_writer_chunks_identical);
     suite_add_tcase(s, tc);
