@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "attn.h"
 #include "codec.h"
@@ -79,6 +80,157 @@ char *codec_json_unescape(const char *s, size_t len, size_t *out_len);
  * (*finite is 0 when it is out of float32 range). Returns 0 or -1. */
 int codec_json_number(codec_reader *r, float *out, int *finite,
                       codec_error *err);
+
+/* The common case of codec_json_number in one pass, inline for the
+ * numeric arrays' inner loop: a number of at most 19 significant digits
+ * whose decimal exponent lies in [-22, 22]. Its mantissa (< 2^53) and the
+ * power of ten are exact doubles, so one division or multiplication gives
+ * the correctly rounded double d (Clinger's fast path). Rounding d to float
+ * then gives the correctly rounded float unless d sits exactly on a float
+ * rounding boundary (a midpoint: 25 significant bits) or in the float
+ * subnormal or overflow range; those, like every number outside the fast
+ * path, return 0 for codec_json_number's fast_float path. Digits are read
+ * eight bytes at a time (SWAR) where the body has eight bytes left.
+ * Returns 1 with *out and *e (the number's end) set, 0 otherwise; never
+ * consumes. */
+static inline uint64_t codec__load8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* How many of the (little-endian) bytes of v, from the first, are ASCII
+ * digits: 0 to 8. A byte below '0' sets its high bit in v - '0' (a borrow
+ * then only disturbs later bytes); a byte above '9' sets it in v + 0x46,
+ * or, from 0xba up, in v - '0'. */
+static inline int codec__digit_run(uint64_t v)
+{
+    uint64_t bad = ((v - UINT64_C(0x3030303030303030)) |
+                    (v + UINT64_C(0x4646464646464646))) &
+                   UINT64_C(0x8080808080808080);
+    return bad ? __builtin_ctzll(bad) >> 3 : 8;
+}
+
+/* The value of k (1..8) leading digit bytes of v: the digits are moved to
+ * the end of an eight-digit field padded with '0' and combined pairwise by
+ * multiplication. */
+static inline uint32_t codec__digits_value(uint64_t v, int k)
+{
+    if (k < 8)
+        v = (v << (8 * (8 - k))) |
+            (UINT64_C(0x3030303030303030) >> (8 * k));
+    v -= UINT64_C(0x3030303030303030);
+    v = (v * 10) + (v >> 8);
+    v = (((v & UINT64_C(0x000000FF000000FF)) *
+          (100 + (UINT64_C(1000000) << 32))) +
+         (((v >> 16) & UINT64_C(0x000000FF000000FF)) *
+          (1 + (UINT64_C(10000) << 32)))) >>
+        32;
+    return (uint32_t)v;
+}
+
+/* Reads a run of digits at *pp into *mant, counting them in *count; returns
+ * the number read. */
+static inline int codec__digits(const char **pp, const char *end,
+                                uint64_t *mant, int *count)
+{
+    static const uint64_t pow10_8[9] = {1,      10,      100,      1000,
+                                        10000,  100000,  1000000,  10000000,
+                                        100000000};
+    const char *p = *pp;
+    int total = 0;
+
+    while (end - p >= 8) {
+        int k = codec__digit_run(codec__load8(p));
+        if (k == 0)
+            break;
+        if (*count + k > 19) {
+            *count += k; /* too many: the caller takes the slow path */
+            return total + k;
+        }
+        *mant = *mant * pow10_8[k] + codec__digits_value(codec__load8(p), k);
+        *count += k;
+        total += k;
+        p += k;
+        if (k < 8)
+            break;
+    }
+    if (end - p < 8)
+        while (p < end && *p >= '0' && *p <= '9') {
+            *mant = *mant * 10 + (uint64_t)(*p++ - '0');
+            ++*count;
+            total++;
+        }
+    *pp = p;
+    return total;
+}
+
+static inline int codec_json_number_fast(const char *p, const char *end,
+                                         float *out, const char **e)
+{
+    static const double pow10[23] = {
+        1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+        1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    uint64_t mant = 0, bits;
+    int count = 0, frac, neg = 0, exp = 0;
+    double d;
+    float f;
+
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end || *p < '0' || *p > '9')
+        return 0;
+    if (*p == '0')
+        p++; /* a leading zero stands alone */
+    else
+        codec__digits(&p, end, &mant, &count);
+    if (p < end && *p == '.') {
+        p++;
+        /* leading zeros of the fraction count toward the 19 digits: a
+         * conservative bound that keeps the mantissa from wrapping */
+        frac = codec__digits(&p, end, &mant, &count);
+        if (frac == 0)
+            return 0;
+        exp = -frac;
+    }
+    if (count > 19)
+        return 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        int eneg = 0, ev = 0;
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            eneg = *p++ == '-';
+        if (p >= end || *p < '0' || *p > '9')
+            return 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (ev > 1000)
+                return 0;
+            ev = ev * 10 + (*p++ - '0');
+        }
+        exp += eneg ? -ev : ev;
+    }
+    if (mant == 0) {
+        *out = neg ? -0.0f : 0.0f;
+        *e = p;
+        return 1;
+    }
+    if (mant > (UINT64_C(1) << 53) || exp < -22 || exp > 22)
+        return 0;
+    d = (double)mant;
+    d = exp < 0 ? d / pow10[-exp] : d * pow10[exp];
+    if (d < 0x1p-126 || d > 0x1.fffffep127)
+        return 0; /* float subnormal or overflow: fast_float decides */
+    memcpy(&bits, &d, sizeof bits);
+    if ((bits & ((UINT64_C(1) << 29) - 1)) == (UINT64_C(1) << 28))
+        return 0; /* exactly a float midpoint: double rounding would tie */
+    f = (float)d;
+    *out = neg ? -f : f;
+    *e = p;
+    return 1;
+}
 
 /* Like codec_json_number but to the nearest double. */
 int codec_json_number_d(codec_reader *r, double *out, codec_error *err);

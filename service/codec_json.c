@@ -291,99 +291,13 @@ bad:
     return -1;
 }
 
-/* Exact powers of ten in double: 10^0 .. 10^22. */
-static const double codec__pow10[23] = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-/* The common case in one pass: a number of at most 19 significant digits
- * whose decimal exponent lies in [-22, 22]. Its mantissa (< 2^53) and the
- * power of ten are exact doubles, so one division or multiplication gives
- * the correctly rounded double d (Clinger's fast path). Rounding d to float
- * then gives the correctly rounded float unless d sits exactly on a float
- * rounding boundary (a midpoint: 25 significant bits) or in the float
- * subnormal range, where the boundaries are elsewhere; those, like every
- * number outside the fast path, go to fast_float. Returns 1 with *out and
- * *e (the number's end) set, 0 to take the slow path; never consumes. */
-static int codec__number_fast(const char *p, const char *end, float *out,
-                              const char **e)
-{
-    uint64_t mant = 0;
-    int digits = 0, frac = 0, neg = 0, exp = 0;
-    double d;
-    float f;
-    uint64_t bits;
-
-    if (p < end && *p == '-') {
-        neg = 1;
-        p++;
-    }
-    if (p >= end || *p < '0' || *p > '9')
-        return 0;
-    if (*p == '0') {
-        p++;
-    } else {
-        while (p < end && *p >= '0' && *p <= '9') {
-            mant = mant * 10 + (uint64_t)(*p++ - '0');
-            digits++;
-        }
-    }
-    if (p < end && *p == '.') {
-        p++;
-        if (p >= end || *p < '0' || *p > '9')
-            return 0;
-        while (p < end && *p >= '0' && *p <= '9') {
-            mant = mant * 10 + (uint64_t)(*p++ - '0');
-            if (mant != 0)
-                digits++;
-            frac++;
-        }
-    }
-    if (digits > 19)
-        return 0; /* the mantissa may have wrapped */
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        int eneg = 0;
-        p++;
-        if (p < end && (*p == '+' || *p == '-'))
-            eneg = *p++ == '-';
-        if (p >= end || *p < '0' || *p > '9')
-            return 0;
-        while (p < end && *p >= '0' && *p <= '9') {
-            if (exp > 1000)
-                return 0;
-            exp = exp * 10 + (*p++ - '0');
-        }
-        if (eneg)
-            exp = -exp;
-    }
-    exp -= frac;
-    if (mant == 0) {
-        *out = neg ? -0.0f : 0.0f;
-        *e = p;
-        return 1;
-    }
-    if (mant > (UINT64_C(1) << 53) || exp < -22 || exp > 22)
-        return 0;
-    d = (double)mant;
-    d = exp < 0 ? d / codec__pow10[-exp] : d * codec__pow10[exp];
-    if (d < 0x1p-126 || d > 0x1.fffffep127)
-        return 0; /* float subnormal or overflow: fast_float decides */
-    memcpy(&bits, &d, sizeof bits);
-    if ((bits & ((UINT64_C(1) << 29) - 1)) == (UINT64_C(1) << 28))
-        return 0; /* exactly a float midpoint: double rounding would tie */
-    f = (float)d;
-    *out = neg ? -f : f;
-    *e = p;
-    return 1;
-}
-
 int codec_json_number(codec_reader *r, float *out, int *finite,
                       codec_error *err)
 {
     const char *e;
     float v;
 
-    if (codec__number_fast(r->p, r->end, &v, &e)) {
+    if (codec_json_number_fast(r->p, r->end, &v, &e)) {
         *out = v;
         *finite = 1;
         r->p = e;

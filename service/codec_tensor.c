@@ -141,8 +141,17 @@ static int codec__level(codec__nest *s, int level)
                 return -1;
             }
             if (level + 1 == s->rank) {
-                if (codec__leaf(s, level) != 0)
+                float v;
+                const char *e;
+                /* the hot path: a plain number into room already there */
+                if (s->leaf == CODEC_LEAF_F32 && s->count < s->cap &&
+                    codec_json_number_fast(r->p, r->end, &v, &e)) {
+                    memcpy(s->buf + s->count * sizeof(float), &v, sizeof v);
+                    s->count++;
+                    r->p = e;
+                } else if (codec__leaf(s, level) != 0) {
                     return -1;
+                }
             } else if (r->p < r->end && *r->p == '[') {
                 if (codec__level(s, level + 1) != 0)
                     return -1;
@@ -154,6 +163,13 @@ static int codec__level(codec__nest *s, int level)
                 return -1;
             }
             n++;
+            if (r->p < r->end && *r->p == ',') {
+                /* no whitespace around the comma: the common compact form */
+                r->p++;
+                if (r->p < r->end && (unsigned char)*r->p <= ' ')
+                    codec_json_ws(r);
+                continue;
+            }
             codec_json_ws(r);
             if (r->p < r->end && *r->p == ',') {
                 r->p++;
