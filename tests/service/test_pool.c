@@ -100,6 +100,7 @@ END_TEST
 /* Order of execution on a one-worker pool. */
 typedef struct order {
     atomic_int gate;     /* the big run's first task waits for it */
+    atomic_int big_started; /* the big run's first task is running */
     atomic_int big_done; /* big tasks finished */
     atomic_int small_at; /* big tasks finished when the small one ran */
 } order;
@@ -108,9 +109,11 @@ static void big_task(void *arg, size_t i, size_t worker)
 {
     (void)worker;
     order *o = arg;
-    if (i == 0)
+    if (i == 0) {
+        atomic_store(&o->big_started, 1);
         while (!atomic_load(&o->gate))
             ;
+    }
     atomic_fetch_add(&o->big_done, 1);
 }
 
@@ -148,7 +151,9 @@ START_TEST(test_pool_small_run_not_queued_behind_big)
     order_run big = {p, &o, 1}, small = {p, &o, 0};
     pthread_t tb, ts;
     pthread_create(&tb, NULL, order_thread, &big);
-    while (pool_runs_waiting(p) < 1)
+    /* the only worker is inside the big run's first task before the small
+     * run arrives, so the order below is the pool's choice, not a race */
+    while (!atomic_load(&o.big_started))
         ;
     pthread_create(&ts, NULL, order_thread, &small);
     while (pool_runs_waiting(p) < 2)
