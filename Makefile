@@ -53,7 +53,8 @@ $(BUILD)/obj/%.o: %.c
 
 # -- entry points -------------------------------------------------------------
 
-.PHONY: all run test check-all deps deps-test deps-extra clean install serve
+.PHONY: all run test check-all deps deps-test deps-extra clean install serve \
+        test-clang
 
 all: $(ALL_TARGETS)
 
@@ -93,6 +94,11 @@ deps-test: deps
 
 # Non-Debian test dependencies (npm packages, unpacked tools), from fragments.
 deps-extra: $(DEPS_EXTRA)
+
+# gcc builds everything above; clang must build it warning-free too.
+TEST_TARGETS += test-clang
+test-clang:
+	$(MAKE) --no-print-directory CC=clang BUILD=build/clang all
 
 clean:
 	rm -rf build
