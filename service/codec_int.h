@@ -235,6 +235,14 @@ static inline int codec_json_number_fast(const char *p, const char *end,
 /* Like codec_json_number but to the nearest double. */
 int codec_json_number_d(codec_reader *r, double *out, codec_error *err);
 
+/* Walks the members of an object. Call with r->p just past its '{' and
+ * *first set to 1. Each call returns 1 with the member's raw key (as
+ * codec_json_string gives it) and r->p at its value, which the caller must
+ * consume before the next call; 0 once the closing '}' is consumed; -1 on a
+ * syntax error (err filled). */
+int codec_json_member(codec_reader *r, int *first, const char **key,
+                      size_t *len, int *escaped, codec_error *err);
+
 /* Skips one value of any kind, validating its syntax. Returns 0 or -1. */
 int codec_json_skip(codec_reader *r, codec_error *err);
 

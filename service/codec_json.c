@@ -359,6 +359,42 @@ const char *codec_json_kind(const codec_reader *r)
     }
 }
 
+int codec_json_member(codec_reader *r, int *first, const char **key,
+                      size_t *len, int *escaped, codec_error *err)
+{
+    codec_json_ws(r);
+    if (*first) {
+        *first = 0;
+        if (r->p < r->end && *r->p == '}') {
+            r->p++;
+            return 0;
+        }
+    } else if (r->p < r->end && *r->p == '}') {
+        r->p++;
+        return 0;
+    } else if (r->p < r->end && *r->p == ',') {
+        r->p++;
+        codec_json_ws(r);
+    } else {
+        codec_json_syntax(r, err, "expected ',' or '}'");
+        return -1;
+    }
+    if (r->p >= r->end || *r->p != '"') {
+        codec_json_syntax(r, err, "expected a string key");
+        return -1;
+    }
+    if (codec_json_string(r, key, len, escaped, err) != 0)
+        return -1;
+    codec_json_ws(r);
+    if (r->p >= r->end || *r->p != ':') {
+        codec_json_syntax(r, err, "expected ':'");
+        return -1;
+    }
+    r->p++;
+    codec_json_ws(r);
+    return 1;
+}
+
 int codec_json_skip(codec_reader *r, codec_error *err)
 {
     const char *s;
@@ -379,9 +415,22 @@ int codec_json_skip(codec_reader *r, codec_error *err)
         return codec_json_literal(r, "false", err);
     case 'n':
         return codec_json_literal(r, "null", err);
-    case '[':
     case '{': {
-        char close = *r->p == '[' ? ']' : '}';
+        int first = 1, rc;
+        if (++r->depth > CODEC_MAX_DEPTH) {
+            codec_json_syntax(r, err, "nesting deeper than 512 levels");
+            return -1;
+        }
+        r->p++;
+        while ((rc = codec_json_member(r, &first, &s, &len, &esc, err)) == 1)
+            if (codec_json_skip(r, err) != 0)
+                return -1;
+        if (rc < 0)
+            return -1;
+        r->depth--;
+        return 0;
+    }
+    case '[': {
         int first = 1;
         if (++r->depth > CODEC_MAX_DEPTH) {
             codec_json_syntax(r, err, "nesting deeper than 512 levels");
@@ -390,24 +439,9 @@ int codec_json_skip(codec_reader *r, codec_error *err)
         r->p++;
         for (;;) {
             codec_json_ws(r);
-            if (r->p < r->end && *r->p == close && first) {
+            if (r->p < r->end && *r->p == ']' && first) {
                 r->p++;
                 break;
-            }
-            if (close == '}') {
-                codec_json_ws(r);
-                if (r->p >= r->end || *r->p != '"') {
-                    codec_json_syntax(r, err, "expected a string key");
-                    return -1;
-                }
-                if (codec_json_string(r, &s, &len, &esc, err) != 0)
-                    return -1;
-                codec_json_ws(r);
-                if (r->p >= r->end || *r->p != ':') {
-                    codec_json_syntax(r, err, "expected ':'");
-                    return -1;
-                }
-                r->p++;
             }
             if (codec_json_skip(r, err) != 0)
                 return -1;
@@ -417,12 +451,11 @@ int codec_json_skip(codec_reader *r, codec_error *err)
                 r->p++;
                 continue;
             }
-            if (r->p < r->end && *r->p == close) {
+            if (r->p < r->end && *r->p == ']') {
                 r->p++;
                 break;
             }
-            codec_json_syntax(r, err, close == ']' ? "expected ',' or ']'"
-                                                    : "expected ',' or '}'");
+            codec_json_syntax(r, err, "expected ',' or ']'");
             return -1;
         }
         r->depth--;

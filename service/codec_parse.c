@@ -314,7 +314,7 @@ static void codec__error_copy(codec_error *err, const codec_error *e)
 static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
 {
     codec_error first = {0};
-    int failed = 0;
+    int failed = 0, at_start = 1;
 
     codec_json_ws(r);
     if (r->p >= r->end) {
@@ -340,91 +340,66 @@ static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
     }
     r->p++;
     r->depth = 1;
-    codec_json_ws(r);
-    if (r->p < r->end && *r->p == '}') {
-        r->p++;
-    } else {
-        for (;;) {
-            const char *key, *vstart;
-            size_t key_len;
-            int esc, id = F_COUNT, i;
-            char *unesc = NULL;
-            codec_error e = {0};
+    for (;;) {
+        const char *key, *vstart;
+        size_t key_len;
+        int esc, id = F_COUNT, i, rc;
+        char *unesc = NULL;
+        codec_error e = {0};
 
-            codec_json_ws(r);
-            if (r->p >= r->end || *r->p != '"') {
-                codec_json_syntax(r, err, "expected a string key");
+        rc = codec_json_member(r, &at_start, &key, &key_len, &esc, err);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            break;
+        if (esc) {
+            unesc = codec_json_unescape(key, key_len, &key_len);
+            if (unesc == NULL) {
+                codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
+                                "out of memory while parsing the request");
                 return -1;
             }
-            if (codec_json_string(r, &key, &key_len, &esc, err) != 0)
-                return -1;
-            if (esc) {
-                unesc = codec_json_unescape(key, key_len, &key_len);
-                if (unesc == NULL) {
-                    codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                                    "out of memory while parsing the request");
-                    return -1;
-                }
-                key = unesc;
-            }
-            for (i = 0; i < F_COUNT; i++) {
-                if (strlen(codec__names[i]) == key_len &&
-                    memcmp(codec__names[i], key, key_len) == 0) {
-                    id = i;
-                    break;
-                }
-            }
-            free(unesc);
-            codec_json_ws(r);
-            if (r->p >= r->end || *r->p != ':') {
-                codec_json_syntax(r, err, "expected ':'");
-                return -1;
-            }
-            r->p++;
-            codec_json_ws(r);
-            vstart = r->p;
-            if (failed || id == F_COUNT ||
-                (r->p + 4 <= r->end && memcmp(r->p, "null", 4) == 0 &&
-                 id != F_X)) {
-                /* skipped: unknown, null (absent), or after a contract error */
-                if (codec_json_skip(r, err) != 0)
-                    return -1;
-            } else if (f->seen & (1u << id)) {
-                char ptr[64];
-                snprintf(ptr, sizeof ptr, "/%s", codec__names[id]);
-                codec_error_set(&first, ERRORS_INVALID_REQUEST, ptr,
-                                "%s: the field is given twice", ptr);
-                failed = 1;
-                if (codec_json_skip(r, err) != 0)
-                    return -1;
-            } else {
-                f->seen |= 1u << id;
-                if (codec__field(r, id, f, &e) != 0) {
-                    if (e.kind != ERRORS_INVALID_REQUEST) {
-                        codec__error_copy(err, &e);
-                        return -1;
-                    }
-                    /* re-read the value for syntax only: a syntax error
-                     * further on outranks this contract error */
-                    first = e;
-                    failed = 1;
-                    r->p = vstart;
-                    r->depth = 1;
-                    if (codec_json_skip(r, err) != 0)
-                        return -1;
-                }
-            }
-            codec_json_ws(r);
-            if (r->p < r->end && *r->p == ',') {
-                r->p++;
-                continue;
-            }
-            if (r->p < r->end && *r->p == '}') {
-                r->p++;
+            key = unesc;
+        }
+        for (i = 0; i < F_COUNT; i++) {
+            if (strlen(codec__names[i]) == key_len &&
+                memcmp(codec__names[i], key, key_len) == 0) {
+                id = i;
                 break;
             }
-            codec_json_syntax(r, err, "expected ',' or '}'");
-            return -1;
+        }
+        free(unesc);
+        vstart = r->p;
+        if (failed || id == F_COUNT ||
+            (r->p + 4 <= r->end && memcmp(r->p, "null", 4) == 0 &&
+             id != F_X)) {
+            /* skipped: unknown, null (absent), or after a contract error */
+            if (codec_json_skip(r, err) != 0)
+                return -1;
+        } else if (f->seen & (1u << id)) {
+            char ptr[64];
+            snprintf(ptr, sizeof ptr, "/%s", codec__names[id]);
+            codec_error_set(&first, ERRORS_INVALID_REQUEST, ptr,
+                            "%s: the field is given twice", ptr);
+            failed = 1;
+            if (codec_json_skip(r, err) != 0)
+                return -1;
+        } else {
+            f->seen |= 1u << id;
+            if (codec__field(r, id, f, &e) != 0) {
+                if (e.kind != ERRORS_INVALID_REQUEST) {
+                    codec__error_copy(err, &e);
+                    return -1;
+                }
+                /* re-read the value for syntax only: a syntax error
+                 * further on outranks this contract error */
+                first = e;
+                failed = 1;
+                r->p = vstart;
+                r->depth = 1;
+                if (codec_json_skip(r, err) != 0)
+                    return -1;
+            }
         }
     }
     codec_json_ws(r);

@@ -397,152 +397,126 @@ static int codec__tensor(codec_reader *r, const char *ptr,
     const char *data = NULL, *key;
     size_t data_len = 0, key_len, shape[4] = {0, 0, 0, 0}, count = 1, i;
     int data_esc = 0, esc, have_dtype = 0, have_shape = 0, rank = 0;
+    int first = 1, rc;
     char path[300];
     char *unesc = NULL;
     float *f = NULL;
 
     r->p++; /* '{' */
-    codec_json_ws(r);
-    if (r->p < r->end && *r->p == '}') {
-        r->p++;
-    } else {
-        for (;;) {
-            codec_json_ws(r);
+    while ((rc = codec_json_member(r, &first, &key, &key_len, &esc, err)) ==
+           1) {
+        if (key_len == 5 && memcmp(key, "dtype", 5) == 0) {
+            const char *v;
+            size_t vl;
+            int ve;
+            snprintf(path, sizeof path, "%s/dtype", ptr);
             if (r->p >= r->end || *r->p != '"') {
-                codec_json_syntax(r, err, "expected a string key");
+                codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                "%s: expected the string \"float32\", "
+                                "found %s", path, codec_json_kind(r));
                 return -1;
             }
-            if (codec_json_string(r, &key, &key_len, &esc, err) != 0)
+            if (codec_json_string(r, &v, &vl, &ve, err) != 0)
                 return -1;
-            codec_json_ws(r);
-            if (r->p >= r->end || *r->p != ':') {
-                codec_json_syntax(r, err, "expected ':'");
+            {
+                /* decoded, so "float\u0033\u0032" counts as "float32" */
+                char *dec = ve ? codec_json_unescape(v, vl, &vl) : NULL;
+                const char *t = dec ? dec : v;
+                char q[40];
+                size_t k;
+                int ok = vl == 7 && memcmp(t, "float32", 7) == 0;
+                for (k = 0; k < vl && k + 4 < sizeof q; k++)
+                    q[k] = ((unsigned char)t[k] >= 0x20 &&
+                            (unsigned char)t[k] < 0x7F && t[k] != '"')
+                               ? t[k] : '?';
+                q[k] = '\0';
+                free(dec);
+                if (ve && dec == NULL) {
+                    codec__oom(err);
+                    return -1;
+                }
+                if (!ok) {
+                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                    "%s: expected \"float32\", found "
+                                    "\"%s\"", path, q);
+                    return -1;
+                }
+            }
+            have_dtype = 1;
+        } else if (key_len == 5 && memcmp(key, "shape", 5) == 0) {
+            snprintf(path, sizeof path, "%s/shape", ptr);
+            if (r->p >= r->end || *r->p != '[') {
+                codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                "%s: expected an array of dimensions, "
+                                "found %s", path, codec_json_kind(r));
                 return -1;
             }
             r->p++;
+            rank = 0;
             codec_json_ws(r);
-            if (key_len == 5 && memcmp(key, "dtype", 5) == 0) {
-                const char *v;
-                size_t vl;
-                int ve;
-                snprintf(path, sizeof path, "%s/dtype", ptr);
-                if (r->p >= r->end || *r->p != '"') {
-                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                                    "%s: expected the string \"float32\", "
-                                    "found %s", path, codec_json_kind(r));
-                    return -1;
-                }
-                if (codec_json_string(r, &v, &vl, &ve, err) != 0)
-                    return -1;
-                {
-                    /* decoded, so "float\u0033\u0032" counts as "float32" */
-                    char *dec = ve ? codec_json_unescape(v, vl, &vl) : NULL;
-                    const char *t = dec ? dec : v;
-                    char q[40];
-                    size_t k;
-                    int ok = vl == 7 && memcmp(t, "float32", 7) == 0;
-                    for (k = 0; k < vl && k + 4 < sizeof q; k++)
-                        q[k] = ((unsigned char)t[k] >= 0x20 &&
-                                (unsigned char)t[k] < 0x7F && t[k] != '"')
-                                   ? t[k] : '?';
-                    q[k] = '\0';
-                    free(dec);
-                    if (ve && dec == NULL) {
-                        codec__oom(err);
-                        return -1;
-                    }
-                    if (!ok) {
-                        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                                        "%s: expected \"float32\", found "
-                                        "\"%s\"", path, q);
-                        return -1;
-                    }
-                }
-                have_dtype = 1;
-            } else if (key_len == 5 && memcmp(key, "shape", 5) == 0) {
-                snprintf(path, sizeof path, "%s/shape", ptr);
-                if (r->p >= r->end || *r->p != '[') {
-                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                                    "%s: expected an array of dimensions, "
-                                    "found %s", path, codec_json_kind(r));
-                    return -1;
-                }
+            if (r->p < r->end && *r->p == ']') {
                 r->p++;
-                rank = 0;
-                codec_json_ws(r);
-                if (r->p < r->end && *r->p == ']') {
-                    r->p++;
-                } else {
-                    for (;;) {
-                        double d;
-                        codec_json_ws(r);
-                        snprintf(path, sizeof path, "%s/shape/%d", ptr, rank);
-                        if (rank == max_rank) {
-                            codec_error_set(err, ERRORS_INVALID_REQUEST,
-                                            path, "%s/shape: expected %s, "
-                                            "found more than %d dimensions",
-                                            ptr, shape_doc, max_rank);
-                            return -1;
-                        }
-                        if (r->p >= r->end ||
-                            !(*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
-                            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                                            "%s: expected a positive integer, "
-                                            "found %s", path,
-                                            codec_json_kind(r));
-                            return -1;
-                        }
-                        if (codec_json_number_d(r, &d, err) != 0)
-                            return -1;
-                        if (!(d >= 1 && d <= 9007199254740992.0) ||
-                            d != floor(d)) {
-                            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                                            "%s: expected a positive integer, "
-                                            "found %g", path, d);
-                            return -1;
-                        }
-                        shape[rank++] = (size_t)d;
-                        codec_json_ws(r);
-                        if (r->p < r->end && *r->p == ',') {
-                            r->p++;
-                            continue;
-                        }
-                        if (r->p < r->end && *r->p == ']') {
-                            r->p++;
-                            break;
-                        }
-                        codec_json_syntax(r, err, "expected ',' or ']'");
+            } else {
+                for (;;) {
+                    double d;
+                    codec_json_ws(r);
+                    snprintf(path, sizeof path, "%s/shape/%d", ptr, rank);
+                    if (rank == max_rank) {
+                        codec_error_set(err, ERRORS_INVALID_REQUEST,
+                                        path, "%s/shape: expected %s, "
+                                        "found more than %d dimensions",
+                                        ptr, shape_doc, max_rank);
                         return -1;
                     }
-                }
-                have_shape = 1;
-            } else if (key_len == 4 && memcmp(key, "data", 4) == 0) {
-                if (r->p >= r->end || *r->p != '"') {
-                    snprintf(path, sizeof path, "%s/data", ptr);
-                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                                    "%s: expected a base64 string, found %s",
-                                    path, codec_json_kind(r));
+                    if (r->p >= r->end ||
+                        !(*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
+                        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                        "%s: expected a positive integer, "
+                                        "found %s", path,
+                                        codec_json_kind(r));
+                        return -1;
+                    }
+                    if (codec_json_number_d(r, &d, err) != 0)
+                        return -1;
+                    if (!(d >= 1 && d <= 9007199254740992.0) ||
+                        d != floor(d)) {
+                        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                        "%s: expected a positive integer, "
+                                        "found %g", path, d);
+                        return -1;
+                    }
+                    shape[rank++] = (size_t)d;
+                    codec_json_ws(r);
+                    if (r->p < r->end && *r->p == ',') {
+                        r->p++;
+                        continue;
+                    }
+                    if (r->p < r->end && *r->p == ']') {
+                        r->p++;
+                        break;
+                    }
+                    codec_json_syntax(r, err, "expected ',' or ']'");
                     return -1;
                 }
-                if (codec_json_string(r, &data, &data_len, &data_esc, err))
-                    return -1;
-            } else if (codec_json_skip(r, err) != 0) {
-                /* other keys are ignored, like unknown request fields */
+            }
+            have_shape = 1;
+        } else if (key_len == 4 && memcmp(key, "data", 4) == 0) {
+            if (r->p >= r->end || *r->p != '"') {
+                snprintf(path, sizeof path, "%s/data", ptr);
+                codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                "%s: expected a base64 string, found %s",
+                                path, codec_json_kind(r));
                 return -1;
             }
-            codec_json_ws(r);
-            if (r->p < r->end && *r->p == ',') {
-                r->p++;
-                continue;
-            }
-            if (r->p < r->end && *r->p == '}') {
-                r->p++;
-                break;
-            }
-            codec_json_syntax(r, err, "expected ',' or '}'");
+            if (codec_json_string(r, &data, &data_len, &data_esc, err))
+                return -1;
+        } else if (codec_json_skip(r, err) != 0) {
+            /* other keys are ignored, like unknown request fields */
             return -1;
         }
     }
+    if (rc < 0)
+        return -1;
     if (!have_dtype || !have_shape || data == NULL) {
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                         "%s: a tensor object needs \"dtype\", \"shape\" and "
