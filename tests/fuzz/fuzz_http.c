@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,8 +61,21 @@ static int fuzz_http__connect(void)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a))
-        fuzz_http__fail("connect", strerror(errno));
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        /* libFuzzer's SIGALRM (its -timeout clock) can interrupt connect;
+         * the connection then completes in the background. */
+        int so_err = errno;
+        if (so_err == EINTR) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            socklen_t len = sizeof so_err;
+            while (poll(&p, 1, FUZZ_HTTP_WAIT_S * 1000) < 0 && errno == EINTR)
+                ;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_err, &len))
+                so_err = errno;
+        }
+        if (so_err)
+            fuzz_http__fail("connect", strerror(so_err));
+    }
     return fd;
 }
 
@@ -77,6 +91,8 @@ static size_t fuzz_http__exchange(const uint8_t *data, size_t size, char *buf,
     size_t off = 0;
     while (off < size) {
         ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             break; /* the server answered and closed early */
         off += (size_t)n;
