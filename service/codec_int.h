@@ -36,6 +36,7 @@ struct codec_request {
     attn_head_stats *heads; /* analysis: [B][h] */
     float *similarity;      /* analysis: [B][h][h] */
     size_t *skipped_rows;   /* analysis: [B] */
+    const attn_executor *exec; /* the pool codec_run was given, or NULL */
     double elapsed_ms;
     double analysis_seconds; /* extras' cost, summed over compute threads */
 };

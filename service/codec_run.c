@@ -98,6 +98,7 @@ int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
     /* Below this much work the hand-off to the pool (two context switches)
      * costs more than the computation: run it on the calling thread. */
     req->p.executor = req->flops < CODEC_INLINE_FLOPS ? NULL : exec;
+    req->exec = exec; /* the writer formats large maps on it */
     ex.cost_seconds = &req->analysis_seconds;
     t0 = codec__now();
     if (req->top_k || req->analysis)

@@ -1946,6 +1946,58 @@ START_TEST(test_codec_writer_chunks_identical)
 }
 END_TEST
 
+/* An executor that runs the tasks in reverse order on three pretend
+ * workers: output must not depend on the order tasks run in. */
+static void reverse_run(void *ctx, size_t count,
+                        void (*fn)(void *, size_t, size_t), void *arg)
+{
+    (void)ctx;
+    for (size_t i = count; i-- > 0;)
+        fn(arg, i, i % 3);
+}
+
+/* Large maps are formatted in parallel chunks on the pool: the body must be
+ * byte-identical to the one-thread writer's, per head and mean, plain and
+ * batched (chunk boundaries fall inside rows and between batch elements). */
+START_TEST(test_codec_writer_parallel_identical)
+{
+    static const spec specs[] = {
+        {.B = 1, .n = 130, .d_model = 8, .h = 4, .g = 2, .d_k = 2, .d_v = 2},
+        {.B = 3, .n = 97, .d_model = 6, .h = 3, .g = 3, .d_k = 2, .d_v = 2,
+         .batched = 1, .causal = 1},
+        {.B = 1, .n = 300, .d_model = 4, .h = 1, .g = 1, .d_k = 2, .d_v = 2,
+         .weights = "mean"},
+    };
+    const attn_executor rev = {reverse_run, 3, NULL};
+
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        char *json = build_request(&specs[i]), *a, *b;
+        codec_request *r1 = parse_ok(json), *r2 = parse_ok(json);
+        codec_error err = {0};
+        codec_writer *w1, *w2;
+        size_t la, lb;
+
+        ck_assert_msg(codec_run(r1, NULL, &err, NULL) == 0, "%s", err.message);
+        ck_assert_msg(codec_run(r2, &rev, &err, NULL) == 0, "%s", err.message);
+        ck_assert_ptr_eq(r2->exec, &rev);
+        r2->elapsed_ms = r1->elapsed_ms;
+        w1 = codec_writer_new(r1);
+        w2 = codec_writer_new(r2);
+        a = drain_writer(w1, &la);
+        b = drain_writer(w2, &lb);
+        codec_writer_free(w1);
+        codec_writer_free(w2);
+        ck_assert_msg(la == lb && memcmp(a, b, la) == 0,
+                      "spec %zu: parallel body differs (%zu vs %zu bytes)", i,
+                      lb, la);
+        ck_assert(la > 65536 * 2); /* the parallel path was taken */
+        free(a);
+        free(b);
+        free(json);
+    }
+}
+END_TEST
+
 #ifdef CODEC_TEST_STANDALONE
 /* Allocation failure, each allocation in turn (jansson's and the library's
  * own test style). The standalone binary is linked with --wrap=malloc etc.,
@@ -2094,6 +2146,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_numbers_correctly_rounded);
     tcase_add_test(tc, test_codec_format_shortest);
     tcase_add_test(tc, test_codec_writer_chunks_identical);
+    tcase_add_test(tc, test_codec_writer_parallel_identical);
     suite_add_tcase(s, tc);
 #ifdef CODEC_TEST_STANDALONE
     tc = tcase_create("alloc");
