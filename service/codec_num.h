@@ -10,10 +10,14 @@
 
 /* Longest text codec_num_format writes, without a NUL. */
 #define CODEC_NUM_MAX 16
+/* Room codec_num_format needs at buf: it stores eight digits at a time and
+ * may write scratch bytes beyond the text it returns. */
+#define CODEC_NUM_BUF 32
 
 /* Writes the shortest decimal that reads back (strtof) to the same float32;
  * "null" for a non-finite value (never produced by codec_run). No NUL.
- * Returns the length, at most CODEC_NUM_MAX. */
+ * buf must have CODEC_NUM_BUF bytes of room. Returns the length, at most
+ * CODEC_NUM_MAX. */
 size_t codec_num_format(float v, char *buf);
 
 /* The C++ shim (codec_num_cc.cc): Debian's dragonbox and fast_float. */

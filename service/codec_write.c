@@ -30,9 +30,10 @@ typedef struct codec__seg {
 } codec__seg;
 
 #define CODEC__STAGE 65536
-/* Most bytes one value of a JSON segment takes: the number, the brackets
- * its index closes and opens, the comma. */
-#define CODEC__VALUE_MAX (CODEC_NUM_MAX + 2 * CODEC__RANK + 1)
+/* Most bytes one value of a JSON segment takes: the number (with the
+ * formatter's scratch room), the brackets its index closes and opens, the
+ * comma. */
+#define CODEC__VALUE_MAX (CODEC_NUM_BUF + 2 * CODEC__RANK + 1)
 /* JSON segments of at least this many values are formatted in parallel on
  * the compute pool, CODEC__PAR_CHUNK values a task: formatting costs about
  * 30 ns a value, so a 3-million-value map would take 0.1 s on one thread. */
@@ -134,7 +135,7 @@ static int codec__array(codec_writer *w, const float *v, const size_t *shape,
 /* The head figures of batch element e as JSON members. */
 static int codec__head(codec_writer *w, const attn_head_stats *st, int first)
 {
-    char v[7][CODEC_NUM_MAX + 1];
+    char v[7][CODEC_NUM_BUF];
     const double f[7] = {st->entropy, st->entropy_normalized, st->confidence,
                          st->self, st->prev, st->next, st->first};
     int i;
