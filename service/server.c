@@ -802,8 +802,13 @@ void server_quiesce(server *srv)
     pthread_mutex_unlock(&srv->mu);
     if (first && srv->daemon) {
         MHD_socket fd = MHD_quiesce_daemon(srv->daemon);
-        if (fd != MHD_INVALID_SOCKET)
+        /* libmicrohttpd's polling thread may still be inside poll() with
+         * this socket, which keeps it listening after close() until the
+         * poll returns; shutdown() stops the listening at once. */
+        if (fd != MHD_INVALID_SOCKET) {
+            shutdown(fd, SHUT_RDWR);
             close(fd);
+        }
     }
 }
 
