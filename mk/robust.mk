@@ -113,16 +113,7 @@ test-fuzz-corpus: fuzz-bins
 	    { tail -n 60 $(FUZZ_BUILD)/corpus_$$h.log; exit 1; }; \
 	  grep -E 'stat::number_of_executed_units|Done' \
 	    $(FUZZ_BUILD)/corpus_$$h.log | tail -n 2; \
-	done; \
-	$(FUZZ_ENV) FUZZ_ALLOC_JANSSON=1 $(FUZZ_BUILD)/fuzz_alloc \
-	  tests/fuzz/known_crashes/alloc_jansson_oom_lex_save.json \
-	  >$(FUZZ_BUILD)/known_crash.log 2>&1 && \
-	  { echo "FIXED: tests/fuzz/known_crashes/alloc_jansson_oom_lex_save.json"\
-	    "no longer crashes: remove it"; exit 1; }; \
-	echo "!!! KNOWN CRASH (not attnd's code, see"\
-	  "tests/fuzz/known_crashes/README.md): jansson 2.14 json_loadb under"\
-	  "allocation failure: $$(grep -m1 -o 'SEGV on unknown address' \
-	  $(FUZZ_BUILD)/known_crash.log || echo 'no SEGV line')"
+	done
 
 # New interesting inputs go to $(FUZZ_BUILD)/corpus_<h> (not the committed
 # seed folder); crashes to $(FUZZ_BUILD)/artifacts/.

@@ -12,13 +12,20 @@
  * library's side-by-side layout. */
 #include "codec_int.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Everything the fields say, before cross-checking. */
+/* tokens / memory_tokens: the raw text of the value in the body (the
+ * reader validated it), checked for shape once n, m and B are known and
+ * echoed back as it came. */
+typedef struct codec__label_text {
+    const char *text; /* NULL: absent */
+    size_t len;
+} codec__label_text;
+
 typedef struct codec__fields {
     codec_array x, memory, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, kpm;
     int has_h, has_g, has_scale;
@@ -29,7 +36,7 @@ typedef struct codec__fields {
     int base64;
     int analysis;
     size_t top_k;
-    json_t *tokens, *memory_tokens;
+    codec__label_text tokens, memory_tokens;
     unsigned seen; /* bit per field, for duplicates */
 } codec__fields;
 
@@ -58,9 +65,6 @@ static void codec__fields_free(codec__fields *f)
     codec_array_clear(&f->b_v);
     codec_array_clear(&f->b_o);
     codec_array_clear(&f->kpm);
-    json_decref(f->tokens);
-    json_decref(f->memory_tokens);
-    f->tokens = f->memory_tokens = NULL;
 }
 
 /* Copies request text into a message safely: printable ASCII, at most 40
@@ -179,13 +183,23 @@ static int codec__scale(codec_reader *r, double *out, codec_error *err)
     return 0;
 }
 
-/* tokens / memory_tokens: the value's text is handed to jansson (small),
- * checked for strings later, when n, m and B are known. */
-static int codec__labels(codec_reader *r, const char *name, json_t **out,
-                         codec_error *err)
+/* A malloc'd NUL-terminated copy of s[0..len); NULL when out of memory. */
+static char *codec__strndup(const char *s, size_t len)
+{
+    char *d = malloc(len + 1);
+
+    if (d != NULL) {
+        memcpy(d, s, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+/* tokens / memory_tokens: validated and kept as text. */
+static int codec__labels(codec_reader *r, const char *name,
+                         codec__label_text *out, codec_error *err)
 {
     const char *begin = r->p;
-    json_error_t je;
     char ptr[64];
 
     if (codec_json_skip(r, err) != 0)
@@ -199,15 +213,8 @@ static int codec__labels(codec_reader *r, const char *name, json_t **out,
                         codec_json_kind(&at));
         return -1;
     }
-    /* the reader has validated the text, so jansson fails only when out of
-     * memory; JSON_ALLOW_NUL because "\u0000" is valid JSON */
-    *out = json_loadb(begin, (size_t)(r->p - begin),
-                      JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-    if (*out == NULL) {
-        codec_error_set(err, ERRORS_UNAVAILABLE, ptr,
-                        "%s: could not be read: %s", ptr, je.text);
-        return -1;
-    }
+    out->text = begin;
+    out->len = (size_t)(r->p - begin);
     return 0;
 }
 
@@ -459,75 +466,129 @@ static int codec__too_large(codec_error *err, const char *what, size_t value,
 }
 
 /* Checks label arrays: [count] strings, or [B][count] with a batched x. */
-static int codec__check_labels(const json_t *t, const char *name, size_t B,
-                               int batched, size_t count,
+/* Walks the elements of the array at r->p (validated JSON), calling
+ * visit(ctx, i, r) with r->p at element i; visit consumes the element.
+ * Returns the element count, or -1 when visit does. */
+static long codec__elements(codec_reader *r,
+                            int (*visit)(void *ctx, size_t i, codec_reader *r),
+                            void *ctx)
+{
+    size_t i = 0;
+    codec_error ignored = {0};
+
+    r->p++; /* '[' */
+    codec_json_ws(r);
+    if (*r->p == ']') {
+        r->p++;
+        return 0;
+    }
+    for (;;) {
+        codec_json_ws(r);
+        if (visit ? visit(ctx, i, r) != 0 : codec_json_skip(r, &ignored) != 0)
+            return -1;
+        i++;
+        codec_json_ws(r);
+        if (*r->p++ == ']')
+            return (long)i;
+    }
+}
+
+typedef struct codec__label_check {
+    const char *name;
+    size_t row;      /* the row of a nested array, or (size_t)-1 */
+    size_t count;    /* labels a row must hold */
+    const char *count_doc;
+    codec_error *err;
+} codec__label_check;
+
+/* Element i of a row of labels: a string. */
+static int codec__label_string(void *ctx, size_t i, codec_reader *r)
+{
+    codec__label_check *c = ctx;
+    codec_error ignored = {0};
+    char ptr[96];
+
+    if (*r->p != '"') {
+        if (c->row == (size_t)-1)
+            snprintf(ptr, sizeof ptr, "/%s/%zu", c->name, i);
+        else
+            snprintf(ptr, sizeof ptr, "/%s/%zu/%zu", c->name, c->row, i);
+        codec_error_set(c->err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: expected a string", ptr);
+        return -1;
+    }
+    return codec_json_skip(r, &ignored);
+}
+
+/* Row i of [B][count] labels: an array of count strings. */
+static int codec__label_row(void *ctx, size_t i, codec_reader *r)
+{
+    codec__label_check *c = ctx;
+    codec_reader counter = *r;
+    char ptr[96];
+    long n;
+
+    snprintf(ptr, sizeof ptr, "/%s/%zu", c->name, i);
+    if (*r->p != '[') {
+        codec_error_set(c->err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: expected an array of strings", ptr);
+        return -1;
+    }
+    n = codec__elements(&counter, NULL, NULL);
+    if (n != (long)c->count) {
+        codec_error_set(c->err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: %ld labels, expected %s = %zu", ptr, n,
+                        c->count_doc, c->count);
+        return -1;
+    }
+    c->row = i;
+    return codec__elements(r, codec__label_string, c) < 0 ? -1 : 0;
+}
+
+static int codec__check_labels(const codec__label_text *t, const char *name,
+                               size_t B, int batched, size_t count,
                                const char *count_doc, codec_error *err)
 {
+    codec__label_check c = {name, (size_t)-1, count, count_doc, err};
+    codec_reader r;
     char ptr[96];
-    size_t i, j, rows;
+    long rows;
     int nested;
 
-    if (t == NULL)
+    if (t->text == NULL)
         return 0;
-    rows = json_array_size(t);
-    nested = rows > 0 && json_is_array(json_array_get(t, 0));
+    r.start = r.p = t->text;
+    r.end = t->text + t->len;
+    r.depth = 0;
+    rows = codec__elements(&r, NULL, NULL);
+    r.p = t->text + 1;
+    codec_json_ws(&r);
+    nested = rows > 0 && *r.p == '[';
+    r.p = t->text;
+    snprintf(ptr, sizeof ptr, "/%s", name);
     if (!nested) {
-        if (rows != count) {
-            snprintf(ptr, sizeof ptr, "/%s", name);
+        if (rows != (long)count) {
             codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                            "%s: %zu labels, expected %s = %zu (or [B][%s])",
+                            "%s: %ld labels, expected %s = %zu (or [B][%s])",
                             ptr, rows, count_doc, count, count_doc);
             return -1;
         }
-        for (i = 0; i < rows; i++) {
-            if (!json_is_string(json_array_get(t, i))) {
-                snprintf(ptr, sizeof ptr, "/%s/%zu", name, i);
-                codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                                "%s: expected a string", ptr);
-                return -1;
-            }
-        }
-        return 0;
+        return codec__elements(&r, codec__label_string, &c) < 0 ? -1 : 0;
     }
     if (!batched) {
-        snprintf(ptr, sizeof ptr, "/%s", name);
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                         "%s: expected [%s] strings for a 2-D x ([B][%s] goes "
                         "with a batched x), found nested arrays", ptr,
                         count_doc, count_doc);
         return -1;
     }
-    if (rows != B) {
-        snprintf(ptr, sizeof ptr, "/%s", name);
+    if (rows != (long)B) {
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: %zu rows of labels, expected B = %zu", ptr, rows,
+                        "%s: %ld rows of labels, expected B = %zu", ptr, rows,
                         B);
         return -1;
     }
-    for (i = 0; i < rows; i++) {
-        const json_t *row = json_array_get(t, i);
-        snprintf(ptr, sizeof ptr, "/%s/%zu", name, i);
-        if (!json_is_array(row)) {
-            codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                            "%s: expected an array of strings", ptr);
-            return -1;
-        }
-        if (json_array_size(row) != count) {
-            codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                            "%s: %zu labels, expected %s = %zu", ptr,
-                            json_array_size(row), count_doc, count);
-            return -1;
-        }
-        for (j = 0; j < count; j++) {
-            if (!json_is_string(json_array_get(row, j))) {
-                snprintf(ptr, sizeof ptr, "/%s/%zu/%zu", name, i, j);
-                codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                                "%s: expected a string", ptr);
-                return -1;
-            }
-        }
-    }
-    return 0;
+    return codec__elements(&r, codec__label_row, &c) < 0 ? -1 : 0;
 }
 
 /* Derives the dimensions from the shapes and checks them against each other.
@@ -697,9 +758,9 @@ static int codec__dims(codec__fields *f, attn_dims *d, codec_error *err)
                         "or \"mean\"");
         return -1;
     }
-    if (codec__check_labels(f->tokens, "tokens", d->B, b3, d->n, "n", err) ||
-        codec__check_labels(f->memory_tokens, "memory_tokens", d->B, b3, d->m,
-                            "m", err))
+    if (codec__check_labels(&f->tokens, "tokens", d->B, b3, d->n, "n", err) ||
+        codec__check_labels(&f->memory_tokens, "memory_tokens", d->B, b3,
+                            d->m, "m", err))
         return -1;
     return 0;
 }
@@ -931,22 +992,15 @@ int codec_parse(const char *body, size_t len, const limits_config *lim,
                    (const uint8_t *)f.kpm.data + (f.kpm.rank == 2 ? b * m : 0),
                    m);
     }
-    if (f.tokens != NULL) {
-        req->tokens_json = json_dumps(f.tokens, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (req->tokens_json == NULL) {
-            codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                            "out of memory while parsing the request");
-            goto fail;
-        }
-    }
-    if (f.memory_tokens != NULL) {
-        req->memory_tokens_json =
-            json_dumps(f.memory_tokens, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (req->memory_tokens_json == NULL) {
-            codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                            "out of memory while parsing the request");
-            goto fail;
-        }
+    if ((f.tokens.text != NULL &&
+         (req->tokens_json = codec__strndup(f.tokens.text, f.tokens.len)) ==
+             NULL) ||
+        (f.memory_tokens.text != NULL &&
+         (req->memory_tokens_json = codec__strndup(
+              f.memory_tokens.text, f.memory_tokens.len)) == NULL)) {
+        codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
+                        "out of memory while parsing the request");
+        goto fail;
     }
     p->x = req->x;
     p->memory = req->memory;

@@ -7,8 +7,8 @@
  * counting the allocations K; then it runs K more times, the i-th run
  * failing the i-th allocation. The link wraps malloc, calloc and realloc
  * (-Wl,--wrap) for attnd's codec and library objects; with
- * FUZZ_ALLOC_JANSSON set, jansson's allocator fails in turn as well (see
- * fuzz_alloc__jansson for why that is not the default). Each failing run must end
+ * FUZZ_ALLOC_NO_JANSSON unset, jansson's allocator fails in turn as well (see
+ * fuzz_alloc__jansson). Each failing run must end
  * cleanly: no crash or sanitizer report, nothing leaked (LeakSanitizer,
  * libFuzzer's -detect_leaks), and when the failure made the request fail,
  * the error is 503 `unavailable` (out of memory is transient), never a
@@ -69,12 +69,11 @@ void *__wrap_realloc(void *p, size_t size)
     return fuzz_alloc__should_fail() ? NULL : __real_realloc(p, size);
 }
 
-/* FUZZ_ALLOC_JANSSON set: jansson's allocations (set through
- * json_set_alloc_funcs) fail in turn too. Off by default: Debian's jansson
- * 2.14 then writes out of bounds in json_loadb (lex_save drops the failure
- * of strbuffer_append_byte, akheron/jansson#362), which would stop every
- * run on the library's bug instead of attnd's; the known-crash replay of
- * `make test-fuzz-corpus` keeps that case in view. */
+/* jansson's allocations (set through json_set_alloc_funcs) fail in turn
+ * too, unless FUZZ_ALLOC_NO_JANSSON is set. (The codec once parsed labels
+ * with json_loadb, where Debian's jansson 2.14 writes out of bounds when an
+ * allocation fails, akheron/jansson#362; it now reads them itself and uses
+ * jansson only to write error bodies.) */
 static int fuzz_alloc__jansson;
 
 static void *fuzz_alloc__json_malloc(size_t size)
@@ -126,7 +125,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     attn_blas_set_threads(1);
     json_set_alloc_funcs(fuzz_alloc__json_malloc, free);
     fuzz_alloc__verbose = getenv("FUZZ_ALLOC_VERBOSE") != NULL;
-    fuzz_alloc__jansson = getenv("FUZZ_ALLOC_JANSSON") != NULL;
+    fuzz_alloc__jansson = getenv("FUZZ_ALLOC_NO_JANSSON") == NULL;
     limits_defaults(&fuzz_alloc__limits);
     fuzz_alloc__limits.max_body_bytes = (size_t)1 << 20;
     fuzz_alloc__limits.max_dim = 64;
