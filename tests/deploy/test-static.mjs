@@ -125,7 +125,7 @@ test("dockerfile-lint: the linter does flag a broken Dockerfile", () => {
 });
 
 // Time of one request at the default ATTND_MAX_FLOPS (2e11) on one core:
-// measured at about 4.3 CPU-seconds here (docs/deploy.md), counted as 16 s
+// measured at about 4.3 CPU-seconds here (README.md, Deployment), counted as 16 s
 // for older CPUs and contended nodes.
 const SLOWEST_REQUEST_ONE_CORE_S = 16;
 

@@ -9,7 +9,7 @@ stream, a 5xx other than 503 on the bad stream, attnd dying or not exiting 0.
 
 One attnd (--quiet, --max-connections 1024 and --max-in-flight 128: the load
 below holds more than the default 256 connections and 64 requests in flight
-at once, and the valid stream is to see no 503; see docs/robustness.md). A 5 s warm-up,
+at once, and the valid stream is to see no 503; see README.md, Operating attnd). A 5 s warm-up,
 then two consecutive runs of --seconds each, during which at once:
   - valid stream: wrk, 64 connections, small valid requests (wrk_valid.lua);
   - bad stream: wrk, 8 connections, cycling invalid JSON, 422 requests, a
