@@ -10,7 +10,10 @@
  * only on a wrong answer or a failed call.
  *
  *   bench_lib [--quick] [--threads T] [--csv PATH] [--peak-only]
- */
+ *             [--coretype-hint]
+ * OpenBLAS's kernels are chosen when it loads (OPENBLAS_CORETYPE); the
+ * drivers set that variable, as attnd does for itself, from
+ * --coretype-hint (attn_blas_coretype_hint). */
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -614,7 +617,7 @@ static int bench_config(const bench_opts *o, const char *config,
 static void bench_usage(void)
 {
     fprintf(stderr, "usage: bench_lib [--quick] [--threads T] [--csv PATH] "
-                    "[--peak-only]\n");
+                    "[--peak-only] [--coretype-hint]\n");
 }
 
 int main(int argc, char **argv)
@@ -626,6 +629,13 @@ int main(int argc, char **argv)
             o.quick = 1;
         } else if (strcmp(argv[i], "--peak-only") == 0) {
             peak_only = 1;
+        } else if (strcmp(argv[i], "--coretype-hint") == 0) {
+            /* For the drivers: the OPENBLAS_CORETYPE to give every program
+             * they start (this one, torch, the peer), empty when OpenBLAS's
+             * own choice stands. */
+            const char *hint = attn_blas_coretype_hint();
+            printf("%s\n", hint ? hint : "");
+            return 0;
         } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             o.threads = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
@@ -648,8 +658,11 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    printf("bench_lib: threads T = %d (OPENBLAS_NUM_THREADS=%s), %s run\n",
-           o.threads, env ? env : "unset", o.quick ? "quick" : "full");
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    printf("bench_lib: threads T = %d (OPENBLAS_NUM_THREADS=%s, "
+           "OPENBLAS_CORETYPE=%s), %s run\n",
+           o.threads, env ? env : "unset", core ? core : "unset",
+           o.quick ? "quick" : "full");
     printf("OpenBLAS: %s\n", attn_blas_config());
 
     /* Peak RSS first, while this process is still small (see

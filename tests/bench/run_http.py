@@ -45,6 +45,7 @@ except ImportError:  # the benchmark's deps install it; json is the fallback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import blasenv  # noqa: E402
 import gen_requests  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -228,7 +229,7 @@ class Server:
 
 
 def start(kind, args, port):
-    env = dict(os.environ)
+    env = dict(args.env)
     if kind == "peer":
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         cmd = [PY, "-m", "uvicorn", "app:app", "--app-dir",
@@ -237,8 +238,9 @@ def start(kind, args, port):
                "--no-access-log"]
     else:
         # attnd runs with its own defaults: nothing from this environment
-        # tunes its BLAS threads.
+        # tunes its BLAS (it picks its core type and threads itself).
         env.pop("OPENBLAS_NUM_THREADS", None)
+        env.pop("OPENBLAS_CORETYPE", None)
         cmd = [args.attnd, "--port", str(port), "--quiet"]
     s = Server(kind, cmd, env, port)
     try:
@@ -350,7 +352,8 @@ def bench_server(kind, args, bodies, refs, answers, results):
             # CPU time per request hardly depends on what else the machine
             # runs, unlike wall time: the figure to compare on a busy box.
             done = r["requests"] if how == "wrk" else r["n"]
-            r["cpu_ms_per_request"] = (srv.cpu_seconds() - cpu0) * 1e3 / done
+            r["cpu_ms_per_request"] = ((srv.cpu_seconds() - cpu0) * 1e3
+                                       / done if done else None)
             if name == "w4":
                 r["compute"] = meta_rate(port, body, args.meta_n)
             r["peak_rss_mib"] = srv.peak_rss_mib()
@@ -371,9 +374,8 @@ def loadavg():
 
 def sgemm_peak(args):
     """Best-of-5 cblas_sgemm 2048^3 GFLOP/s with T threads (bench_lib)."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads))
     out = subprocess.run([args.peak_bin, "--peak-only", "--threads",
-                          str(args.threads)], env=env,
+                          str(args.threads)], env=args.env,
                          capture_output=True, text=True).stdout.strip()
     try:
         return float(out)
@@ -406,6 +408,9 @@ def main():
     print("bench-http: %s UTC, %d CPUs, %s run, load average %s" % (
         time.strftime("%Y-%m-%d %H:%M", time.gmtime()), os.cpu_count(),
         "quick" if args.quick else "full", loadavg()), flush=True)
+    args.env, blas_note = blasenv.blas_env(args.peak_bin, args.threads)
+    print("BLAS for the peer and the sgemm peak: %s; attnd chooses its own"
+          % blas_note)
     subprocess.check_call([PY, os.path.join(HERE, "gen_requests.py"),
                            args.out])
     bodies = {name: os.path.join(args.out, "requests", name + ".json")
@@ -463,12 +468,13 @@ def report(args, results, peak, servers):
             meas = "req/s"
             pv = "%.1f" % p["rps"] if p else "-"
             av = "%.1f" % a["rps"] if a else "-"
-            ratio = a["rps"] / p["rps"] if (a and p) else None
+            ratio = a["rps"] / p["rps"] if (a and p and p["rps"]) else None
         else:
             meas = "p50 (p90) ms"
             pv = "%.1f (%.1f)" % (p["p50_ms"], p["p90_ms"]) if p else "-"
             av = "%.1f (%.1f)" % (a["p50_ms"], a["p90_ms"]) if a else "-"
-            ratio = p["p50_ms"] / a["p50_ms"] if (a and p) else None
+            ratio = p["p50_ms"] / a["p50_ms"] if (a and p and a["p50_ms"]) \
+                else None
         verdict = ""
         if ratio is not None and goal:
             verdict = "MET" if ratio >= goal else "NOT MET"
@@ -491,8 +497,9 @@ def report(args, results, peak, servers):
     for name, title, how, goal in WORKLOADS:
         p, a = results.get(("peer", name)), results.get(("attnd", name))
         cells = ["%s %.2f ms" % (k, r["cpu_ms_per_request"])
-                 for k, r in (("peer", p), ("attnd", a)) if r]
-        if p and a and a["cpu_ms_per_request"] > 0:
+                 for k, r in (("peer", p), ("attnd", a))
+                 if r and r["cpu_ms_per_request"] is not None]
+        if len(cells) == 2 and a["cpu_ms_per_request"] > 0:
             cells.append("ratio %.1fx" % (p["cpu_ms_per_request"]
                                            / a["cpu_ms_per_request"]))
         print("  %-28s %s" % (title, ", ".join(cells)))

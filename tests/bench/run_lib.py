@@ -21,6 +21,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import blasenv  # noqa: E402
+
 PY = "/usr/bin/python3"
 
 
@@ -64,11 +67,20 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     quick = ["--quick"] if args.quick else []
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads))
+    env, blas_note = blasenv.blas_env(args.bin, args.threads)
 
     print("bench-lib: %s UTC, %s, %d CPUs, load average %s" % (
         time.strftime("%Y-%m-%d %H:%M", time.gmtime()), cpu_model(),
         os.cpu_count(), loadavg()), flush=True)
+    print("BLAS for bench_lib and torch: %s" % blas_note)
+    if "OPENBLAS_CORETYPE" in env:
+        slow = subprocess.run(
+            [args.bin, "--peak-only", "--threads", str(args.threads)] + quick,
+            env=blasenv.default_detection_env(args.threads),
+            capture_output=True, text=True).stdout.strip()
+        print("(for comparison, cblas_sgemm 2048^3 with OpenBLAS's own "
+              "kernel choice: %s GFLOP/s, %d threads)" % (slow, args.threads),
+              flush=True)
     c_csv = os.path.join(args.out, "lib_c.csv")
     rc = subprocess.call([args.bin, "--threads", str(args.threads), "--csv",
                           c_csv] + quick, env=env)
