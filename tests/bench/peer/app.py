@@ -9,6 +9,10 @@ same shape (output, attention, meta). It is a benchmark peer, not a second
 implementation of the contract: validation stops at what keeps it from
 crashing, and errors use the contract's JSON error body.
 
+PyTorch's matrix products go through Debian's OpenBLAS, whose kernels the
+benchmark driver picks with OPENBLAS_CORETYPE exactly as for attnd and the
+library (see blasenv.py), so both servers compute on the same kernels.
+
 Run (two workers on two cores, one torch thread each):
     /usr/bin/python3 -m uvicorn app:app --app-dir tests/bench/peer \
         --workers 2 --port 8081
