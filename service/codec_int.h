@@ -244,6 +244,12 @@ int codec_json_number_d(codec_reader *r, double *out, codec_error *err);
 int codec_json_member(codec_reader *r, int *first, const char **key,
                       size_t *len, int *escaped, codec_error *err);
 
+/* Walks the elements of an array, like codec_json_member: call with r->p
+ * just past its '[' and *first set to 1. Returns 1 with r->p at the next
+ * element, which the caller consumes; 0 once the closing ']' is consumed;
+ * -1 on a syntax error. */
+int codec_json_element(codec_reader *r, int *first, codec_error *err);
+
 /* Skips one value of any kind, validating its syntax. Returns 0 or -1. */
 int codec_json_skip(codec_reader *r, codec_error *err);
 

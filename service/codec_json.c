@@ -395,6 +395,30 @@ int codec_json_member(codec_reader *r, int *first, const char **key,
     return 1;
 }
 
+int codec_json_element(codec_reader *r, int *first, codec_error *err)
+{
+    codec_json_ws(r);
+    if (*first) {
+        *first = 0;
+        if (r->p < r->end && *r->p == ']') {
+            r->p++;
+            return 0;
+        }
+        return 1;
+    }
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        return 0;
+    }
+    if (r->p < r->end && *r->p == ',') {
+        r->p++;
+        codec_json_ws(r);
+        return 1;
+    }
+    codec_json_syntax(r, err, "expected ',' or ']'");
+    return -1;
+}
+
 int codec_json_skip(codec_reader *r, codec_error *err)
 {
     const char *s;
@@ -431,33 +455,17 @@ int codec_json_skip(codec_reader *r, codec_error *err)
         return 0;
     }
     case '[': {
-        int first = 1;
+        int first = 1, rc;
         if (++r->depth > CODEC_MAX_DEPTH) {
             codec_json_syntax(r, err, "nesting deeper than 512 levels");
             return -1;
         }
         r->p++;
-        for (;;) {
-            codec_json_ws(r);
-            if (r->p < r->end && *r->p == ']' && first) {
-                r->p++;
-                break;
-            }
+        while ((rc = codec_json_element(r, &first, err)) == 1)
             if (codec_json_skip(r, err) != 0)
                 return -1;
-            first = 0;
-            codec_json_ws(r);
-            if (r->p < r->end && *r->p == ',') {
-                r->p++;
-                continue;
-            }
-            if (r->p < r->end && *r->p == ']') {
-                r->p++;
-                break;
-            }
-            codec_json_syntax(r, err, "expected ',' or ']'");
+        if (rc < 0)
             return -1;
-        }
         r->depth--;
         return 0;
     }

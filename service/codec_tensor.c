@@ -397,7 +397,7 @@ static int codec__tensor(codec_reader *r, const char *ptr,
     const char *data = NULL, *key;
     size_t data_len = 0, key_len, shape[4] = {0, 0, 0, 0}, count = 1, i;
     int data_esc = 0, esc, have_dtype = 0, have_shape = 0, rank = 0;
-    int first = 1, rc;
+    int first = 1, elem_first, rc;
     char path[300];
     char *unesc = NULL;
     float *f = NULL;
@@ -453,52 +453,38 @@ static int codec__tensor(codec_reader *r, const char *ptr,
             }
             r->p++;
             rank = 0;
-            codec_json_ws(r);
-            if (r->p < r->end && *r->p == ']') {
-                r->p++;
-            } else {
-                for (;;) {
-                    double d;
-                    codec_json_ws(r);
-                    snprintf(path, sizeof path, "%s/shape/%d", ptr, rank);
-                    if (rank == max_rank) {
-                        codec_error_set(err, ERRORS_INVALID_REQUEST,
-                                        path, "%s/shape: expected %s, "
-                                        "found more than %d dimensions",
-                                        ptr, shape_doc, max_rank);
-                        return -1;
-                    }
-                    if (r->p >= r->end ||
-                        !(*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
-                        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                                        "%s: expected a positive integer, "
-                                        "found %s", path,
-                                        codec_json_kind(r));
-                        return -1;
-                    }
-                    if (codec_json_number_d(r, &d, err) != 0)
-                        return -1;
-                    if (!(d >= 1 && d <= 9007199254740992.0) ||
-                        d != floor(d)) {
-                        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                                        "%s: expected a positive integer, "
-                                        "found %g", path, d);
-                        return -1;
-                    }
-                    shape[rank++] = (size_t)d;
-                    codec_json_ws(r);
-                    if (r->p < r->end && *r->p == ',') {
-                        r->p++;
-                        continue;
-                    }
-                    if (r->p < r->end && *r->p == ']') {
-                        r->p++;
-                        break;
-                    }
-                    codec_json_syntax(r, err, "expected ',' or ']'");
+            elem_first = 1;
+            while ((rc = codec_json_element(r, &elem_first, err)) == 1) {
+                double d;
+                snprintf(path, sizeof path, "%s/shape/%d", ptr, rank);
+                if (rank == max_rank) {
+                    codec_error_set(err, ERRORS_INVALID_REQUEST,
+                                    path, "%s/shape: expected %s, "
+                                    "found more than %d dimensions",
+                                    ptr, shape_doc, max_rank);
                     return -1;
                 }
+                if (r->p >= r->end ||
+                    !(*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
+                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                    "%s: expected a positive integer, "
+                                    "found %s", path,
+                                    codec_json_kind(r));
+                    return -1;
+                }
+                if (codec_json_number_d(r, &d, err) != 0)
+                    return -1;
+                if (!(d >= 1 && d <= 9007199254740992.0) ||
+                    d != floor(d)) {
+                    codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                    "%s: expected a positive integer, "
+                                    "found %g", path, d);
+                    return -1;
+                }
+                shape[rank++] = (size_t)d;
             }
+            if (rc < 0)
+                return -1;
             have_shape = 1;
         } else if (key_len == 4 && memcmp(key, "data", 4) == 0) {
             if (r->p >= r->end || *r->p != '"') {
