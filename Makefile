@@ -54,6 +54,7 @@ $(BUILD)/obj/%.o: %.c
 # -- entry points -------------------------------------------------------------
 
 .PHONY: all run test check-all deps deps-test deps-extra clean install serve \
+        npm-tool \
         test-clang
 
 all: $(ALL_TARGETS)
@@ -87,6 +88,26 @@ endef
 
 deps:
 	$(call install_missing,$(DEB_PACKAGES))
+
+# npm from Debian only when the machine has none: a node from elsewhere
+# brings its own npm, which Debian's would conflict with.
+npm-tool:
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing: nodejs npm"; \
+	    apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      --no-install-recommends nodejs npm >/dev/null || exit 1; \
+	  else echo "missing: npm (apt-get install nodejs npm)"; exit 1; fi; \
+	fi
+
+# `npm ci` in folder $(1) (with environment $(2)) when its lock file is
+# newer than what is installed.
+define npm_ci
+	@if [ ! -f $(1)/node_modules/.package-lock.json ] || \
+	    [ $(1)/package-lock.json -nt $(1)/node_modules/.package-lock.json ]; \
+	  then cd $(1) && $(2) npm ci --no-audit --no-fund --loglevel=error; fi
+endef
 
 deps-test: deps
 	$(call install_missing,$(DEB_TEST_PACKAGES))

@@ -27,21 +27,8 @@ IMAGE_DIR := $(BUILD)/image
 
 .PHONY: deploy-npm test-deploy test-image
 
-# npm from Debian only when the machine has none (as mk/web.mk does: a node
-# from elsewhere brings its own npm, which Debian's would conflict with).
-deploy-npm:
-	@if ! command -v npm >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing: nodejs npm"; \
-	    apt-get update -q >/dev/null && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	      --no-install-recommends nodejs npm >/dev/null || exit 1; \
-	  else echo "missing: npm (apt-get install nodejs npm)"; exit 1; fi; \
-	fi
-	@if [ ! -f $(DEPLOY_DIR)/node_modules/.package-lock.json ] || \
-	    [ $(DEPLOY_DIR)/package-lock.json -nt \
-	      $(DEPLOY_DIR)/node_modules/.package-lock.json ]; then \
-	  cd $(DEPLOY_DIR) && npm ci --no-audit --no-fund --loglevel=error; fi
+deploy-npm: npm-tool
+	$(call npm_ci,$(DEPLOY_DIR),)
 
 # Tools from Debian packages unpacked under $(BUILD)/tools and never
 # installed: prometheus would also install and start a server, and

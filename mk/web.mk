@@ -54,22 +54,9 @@ $(ASSETS_OBJ): $(BUILD)/gen/assets.c service/assets.h
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 # playwright-core only: it drives /usr/bin/chromium and never downloads a
-# browser. Debian's nodejs and npm are installed only when npm is missing
-# (a machine may already have node from elsewhere, whose npm would conflict).
-web-npm:
-	@if ! command -v npm >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing: nodejs npm"; \
-	    apt-get update -q >/dev/null && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	      --no-install-recommends nodejs npm >/dev/null || exit 1; \
-	  else echo "missing: npm (apt-get install nodejs npm)"; exit 1; fi; \
-	fi
-	@if [ ! -f tests/browser/node_modules/.package-lock.json ] || \
-	    [ tests/browser/package-lock.json -nt \
-	      tests/browser/node_modules/.package-lock.json ]; then \
-	  cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
-	    npm ci --no-audit --no-fund --loglevel=error; fi
+# browser.
+web-npm: npm-tool
+	$(call npm_ci,tests/browser,PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1)
 
 # Starts the real attnd on a free port, drives the page, kills the server.
 test-browser: $(BUILD)/attnd web-npm
