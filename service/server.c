@@ -99,6 +99,7 @@ typedef struct http_request {
     bool attend_slot; /* holds one of max_in_flight */
     bool discard;     /* body over the limit: drained, then 413 */
     bool deferred;    /* no body: headers judged on the second call */
+    bool http11;      /* HTTP/1.1, which must carry Host (RFC 9112 3.2) */
     char *body;
     size_t body_len, body_cap;
     size_t bytes_in, bytes_out;
@@ -517,6 +518,10 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
                            "a request may carry one Transfer-Encoding "
                            "header; found %u",
                            f.te_count);
+    if (r->http11 && !MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                  MHD_HTTP_HEADER_HOST))
+        return http__error(r, c, ERRORS_BAD_REQUEST, NULL,
+                           "an HTTP/1.1 request must carry a Host header");
     if (te && cl)
         return http__error(r, c, ERRORS_BAD_REQUEST, NULL,
                            "a request may not carry both Transfer-Encoding "
@@ -588,7 +593,6 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
                                     const char *upload_data,
                                     size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
     server *srv = cls;
     http_request *r = *con_cls;
     if (!r) {
@@ -599,6 +603,7 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
+        r->http11 = version != NULL && !strcmp(version, MHD_HTTP_VERSION_1_1);
         r->label = "other";
         *con_cls = r;
         pthread_mutex_lock(&srv->mu);

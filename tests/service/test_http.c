@@ -557,6 +557,36 @@ START_TEST(test_http_transfer_encoding_guards_400)
 }
 END_TEST
 
+/* RFC 9112 3.2: an HTTP/1.1 request without Host is a 400; HTTP/1.0 needs
+ * none. Repeated framing headers a proxy may read differently are 400. */
+START_TEST(test_http_host_and_repeated_framing_400)
+{
+    static const char no_host[] = "GET /healthz HTTP/1.1\r\n"
+                                  "Connection: close\r\n\r\n";
+    static const char http10[] = "GET /healthz HTTP/1.0\r\n\r\n";
+    static const char two_cl[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                                 "Content-Type: application/json\r\n"
+                                 "Content-Length: 2\r\n"
+                                 "Content-Length: 3\r\n\r\n{}";
+    static const char two_te[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                                 "Content-Type: application/json\r\n"
+                                 "Transfer-Encoding: chunked\r\n"
+                                 "Transfer-Encoding: gzip\r\n\r\n"
+                                 "0\r\n\r\n";
+    char out[4096];
+    int st = ts_raw(port, no_host, sizeof no_host - 1, out, sizeof out);
+    ck_assert_msg(st == 400, "no Host got %d: %s", st, out);
+    ck_assert_ptr_nonnull(strstr(out, "\"code\":\"bad_request\""));
+    st = ts_raw(port, http10, sizeof http10 - 1, out, sizeof out);
+    ck_assert_msg(st == 200, "HTTP/1.0 without Host got %d: %s", st, out);
+    st = ts_raw(port, two_cl, sizeof two_cl - 1, out, sizeof out);
+    ck_assert_msg(st == 400, "two Content-Length got %d: %s", st, out);
+    st = ts_raw(port, two_te, sizeof two_te - 1, out, sizeof out);
+    ck_assert_msg(st == 400, "two Transfer-Encoding got %d: %s", st, out);
+    ck_assert_int_eq(ts_get_status(port, "/healthz"), 200);
+}
+END_TEST
+
 START_TEST(test_http_idle_connection_closed_by_timeout)
 {
     config cfg;
@@ -943,6 +973,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_content_length_over_limit_413_before_upload);
     tcase_add_test(t, test_http_chunked_over_limit_413_after_upload);
     tcase_add_test(t, test_http_transfer_encoding_guards_400);
+    tcase_add_test(t, test_http_host_and_repeated_framing_400);
     tcase_add_test(t, test_http_idle_connection_closed_by_timeout);
     tcase_add_test(t, test_http_trickled_body_cut_at_body_timeout);
     tcase_add_test(t, test_http_in_flight_limit_503_retry_after);
