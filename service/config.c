@@ -86,7 +86,10 @@ void config_defaults(config *cfg)
     strcpy(cfg->host, "0.0.0.0");
     cfg->port = 8080;
     cfg->threads = 0;
-    cfg->max_connections = 256;
+    /* A connection is a thread (mostly idle); 1024 leaves room for 200
+     * slow clients holding connections beside a busy load (issue 7's load
+     * test) without locking other clients out. */
+    cfg->max_connections = 1024;
     /* 64 MiB (the default body limit) in 120 s needs 0.5 MiB/s. */
     cfg->body_timeout_s = 120;
     limits_defaults(&cfg->limits);
