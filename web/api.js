@@ -92,7 +92,14 @@ function flatten(a, shape) {
 // values B*h*n*m row-major. The page always asks for per-head maps, so rank
 // 4 is [B][h][n][m] and rank 3 is [h][n][m]; a rank-2 map (a mean) is shown
 // as one head.
-export function attention_of(resp) {
+// The largest dense map set the page expands top-k rows into (values).
+const MAX_DENSE = 32 * 1024 * 1024;
+
+// The attention of a response as { batch, heads, n, m, values, batched }
+// with values dense [B][h][n][m]. A request with `top_k` gets rows of
+// [index, weight] pairs ([..][n][k][2]); they are expanded into dense maps
+// (zeros elsewhere) using meta.m, so they draw like any other map.
+export function attention_of(resp, top_k = false) {
   const a = resp.attention;
   if (a == null) return null;
   let shape, values;
@@ -104,6 +111,7 @@ export function attention_of(resp) {
   } else {
     throw new Error('attention is neither an array nor a tensor object');
   }
+  if (top_k) ({ shape, values } = expand_top_k(shape, values, resp.meta));
   if (shape.length < 2 || shape.length > 4)
     throw new Error(`attention of rank ${shape.length}`);
   const batched = shape.length === 4;
@@ -112,6 +120,23 @@ export function attention_of(resp) {
   const n = shape[shape.length - 2];
   const m = shape[shape.length - 1];
   return { batch, heads, n, m, values, batched };
+}
+
+function expand_top_k(shape, pairs, meta) {
+  const m = meta?.m;
+  if (shape.length < 3 || shape[shape.length - 1] !== 2 || !Number.isInteger(m))
+    throw new Error('top_k attention is not [..][n][k][2] pairs with meta.m');
+  const k = shape[shape.length - 2];
+  const rows = pairs.length / (2 * k);
+  if (rows * m > MAX_DENSE)
+    throw new Error(`top_k maps of ${rows} rows x ${m} keys are too large to draw here`);
+  const dense = new Float32Array(rows * m);
+  for (let r = 0; r < rows; r++)
+    for (let q = 0; q < k; q++) {
+      const at = 2 * (r * k + q), idx = pairs[at];
+      if (idx >= 0 && idx < m) dense[r * m + idx] = pairs[at + 1];
+    }
+  return { shape: [...shape.slice(0, -2), m], values: dense };
 }
 
 // Labels for batch element b of a tokens field ([n] or [B][n]), or indices.

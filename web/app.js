@@ -77,7 +77,7 @@ function request_body() {
     let req = generate_request(p);
     if ($('want-analysis').checked) req.analysis = true;
     if (b64) req = as_base64(req);
-    return { body: JSON.stringify(req), cross: false };
+    return { body: JSON.stringify(req), cross: false, top_k: false };
   }
   const text = $('request-json').value;
   if (text.trim() === '') throw new Error('the request JSON box is empty');
@@ -87,16 +87,15 @@ function request_body() {
   try {
     req = JSON.parse(text);
   } catch {
-    return { body: text, cross: false };
+    return { body: text, cross: false, top_k: false };
   }
   if (req === null || typeof req !== 'object' || Array.isArray(req))
-    return { body: text, cross: false };
+    return { body: text, cross: false, top_k: false };
   req.return_weights = 'per_head';
-  // Sparse top-k rows cannot be drawn as dense maps.
-  delete req.top_k;
   if ($('want-analysis').checked && req.analysis === undefined) req.analysis = true;
   if (b64 && req.encoding === undefined) req.encoding = 'base64';
-  return { body: JSON.stringify(req), cross: req.memory != null };
+  return { body: JSON.stringify(req), cross: req.memory != null,
+    top_k: req.top_k != null };
 }
 
 // -- status and errors ---------------------------------------------------------
@@ -143,9 +142,9 @@ function kib(nbytes) {
 async function run(event) {
   event?.preventDefault();
   clear_error();
-  let body, cross;
+  let body, cross, top_k;
   try {
-    ({ body, cross } = request_body());
+    ({ body, cross, top_k } = request_body());
   } catch (e) {
     show_error({ status: 0, code: 'form', message: e.message, field: '' });
     set_status('Nothing sent: fix the form first.');
@@ -164,7 +163,7 @@ async function run(event) {
   }
   let att;
   try {
-    att = attention_of(r.json);
+    att = attention_of(r.json, top_k);
   } catch (e) {
     show_error({ status: r.status, code: 'bad_response', message: e.message, field: '/attention' });
     set_status('The response could not be drawn.');

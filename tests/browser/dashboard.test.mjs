@@ -344,6 +344,27 @@ async function main() {
       `batch 1's analysis is shown for batch 1 (head 1 entropy ${cross_entropy?.toFixed(3)})`, String(shown_entropy));
     await page.selectOption('#encoding', 'json');
 
+    // -- top_k: sparse rows drawn as maps ---------------------------------------
+    // The same batched request with top_k 2: the page sends top_k and draws
+    // the [index, weight] pairs as maps: a top-2 cell shows the dense
+    // weight, any other cell of the row shows 0.
+    await page.fill('#request-json', JSON.stringify({ ...cross, top_k: 2 }));
+    const topk_body = await run_page(page, true);
+    check(JSON.parse(topk_body).top_k === 2, 'a pasted top_k is sent');
+    check(await canvases.count() === 2, 'top_k rows are drawn, one canvas per head',
+      `found ${await canvases.count()}`);
+    await page.selectOption('#batch', '1');
+    const dense_row = cross_ref.json.attention?.[1]?.[1]?.[2] ?? [];
+    const order = dense_row.map((w, j) => [w, j]).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+    const [top_w, top_j] = order[0] ?? [NaN, 0];
+    const [, low_j] = order[order.length - 1] ?? [NaN, 0];
+    const top_tip = await hover_cell(page, 'canvas[data-head="1"]', 2, top_j);
+    check(tooltip_weight(top_tip) === top_w?.toFixed(4),
+      `top_k map: batch 1, head 1, query 2, key ${top_j} shows ${top_w?.toFixed(4)}`, top_tip);
+    const low_tip = await hover_cell(page, 'canvas[data-head="1"]', 2, low_j);
+    check(tooltip_weight(low_tip) === '0.0000',
+      `top_k map: key ${low_j}, outside the top 2 of its row, shows 0.0000`, low_tip);
+
     // -- errors ---------------------------------------------------------------
     expecting_http_error = true;
     const ragged = {
