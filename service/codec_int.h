@@ -233,6 +233,14 @@ static inline int codec_json_number_fast(const char *p, const char *end,
     return 1;
 }
 
+/* Reads a run of compact numbers "v,v,...,v" at *pp into out, at most
+ * room of them, as long as each is a short plain decimal (see codec_row.c)
+ * followed by ',' or ']'. Returns how many it read, with *pp just past the
+ * last one (at its ',' or ']'); 0 and *pp unchanged when it takes none.
+ * The values are exactly codec_json_number's. */
+size_t codec_json_row(const char **pp, const char *end, float *out,
+                      size_t room);
+
 /* Like codec_json_number but to the nearest double. */
 int codec_json_number_d(codec_reader *r, double *out, codec_error *err);
 

@@ -1886,6 +1886,118 @@ START_TEST(test_codec_numbers_correctly_rounded)
 }
 END_TEST
 
+/* The row reader (codec_row.c) takes exactly the short plain decimals and
+ * reads them like strtof: rows of random numbers of 1 to 16 bytes (sign,
+ * digits, point anywhere, leading zeros, exponents, doubled points, lone
+ * signs) in random spacing; whatever it takes must equal strtof bit for
+ * bit and end just before a ',' or ']'; a valid short number it refuses
+ * is only allowed for the reasons its comment gives. */
+START_TEST(test_codec_row_reader)
+{
+    uint64_t st = 0x9E3779B97F4A7C15ull;
+    static char buf[8192];
+    float out[512];
+    size_t starts[512], ends[512];
+    int round, taken_total = 0;
+
+    for (round = 0; round < 20000; round++) {
+        size_t n = 0, count = 0, k, i;
+        const char *p;
+        while (count < 40 && n < sizeof buf - 200) {
+            int len, j, point;
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            len = 1 + (int)(st % 14);
+            point = (int)((st >> 8) % (uint64_t)(len + 2)); /* may be none */
+            starts[count] = n;
+            if (st & (1ull << 20))
+                buf[n++] = '-';
+            for (j = 0; j < len; j++) {
+                uint64_t t = st >> (24 + (j % 36));
+                if (j == point && j > 0)
+                    buf[n++] = '.';
+                /* mostly no leading zero, sometimes one */
+                buf[n++] = (char)('0' + (j == 0 && (st & (1ull << 21))
+                                             ? 1 + t % 9 : t % 10));
+            }
+            /* rare oddities the reader must refuse */
+            switch ((st >> 50) % 64) {
+            case 0: buf[n++] = 'e'; buf[n++] = '3'; break;
+            case 1: buf[n++] = '.'; break;
+            case 2: buf[n++] = ' '; break;
+            case 3: n = starts[count]; buf[n++] = '-'; break;
+            case 4: buf[n++] = '.'; buf[n++] = '5'; break;
+            default: break;
+            }
+            ends[count] = n;
+            count++;
+            buf[n++] = (st >> 60) == 0 ? ']' : ',';
+        }
+        memset(buf + n, ' ', 128); /* the reader needs 96 bytes of room */
+        n += 128;
+        p = buf;
+        k = codec_json_row(&p, buf + n, out, 512);
+        ck_assert_uint_le(k, count);
+        if (k > 0) {
+            ck_assert_ptr_eq(p, buf + ends[k - 1]);
+            ck_assert(*p == ',' || *p == ']');
+        } else {
+            ck_assert_ptr_eq(p, buf);
+        }
+        for (i = 0; i < k; i++) {
+            char one[64], *e;
+            size_t len = ends[i] - starts[i];
+            float want;
+            memcpy(one, buf + starts[i], len);
+            one[len] = '\0';
+            want = strtof(one, &e);
+            ck_assert_msg(*e == '\0' && memcmp(&want, &out[i], 4) == 0,
+                          "'%s': row reader %a, strtof %a", one,
+                          (double)out[i], (double)want);
+            /* JSON's grammar: no leading zero before digits, digits on
+             * both sides of the point */
+            ck_assert_msg(!(one[one[0] == '-'] == '0' &&
+                            one[(one[0] == '-') + 1] >= '0' &&
+                            one[(one[0] == '-') + 1] <= '9'),
+                          "'%s' taken with a leading zero", one);
+        }
+        taken_total += (int)k;
+        /* the number it stopped at, when it is valid, short, followed by a
+         * separator and not after the array's end, may only be a float
+         * midpoint */
+        if (k < count && (k == 0 || buf[ends[k - 1]] == ',') &&
+            buf[ends[k]] != ' ' && ends[k] - starts[k] <= 15) {
+            char one[64];
+            size_t len = ends[k] - starts[k];
+            codec_reader r;
+            codec_error e;
+            float v;
+            int finite;
+            memcpy(one, buf + starts[k], len);
+            one[len] = '\0';
+            memset(&e, 0, sizeof e);
+            r.start = r.p = one;
+            r.end = one + len;
+            r.depth = 0;
+            if (strchr(one, 'e') == NULL &&
+                codec_json_number(&r, &v, &finite, &e) == 0 &&
+                r.p == r.end) {
+                double d = strtod(one, NULL);
+                /* a midpoint has 25 significant bits after rounding to
+                 * double; anything else should have been taken */
+                uint64_t bits;
+                memcpy(&bits, &d, sizeof bits);
+                ck_assert_msg((bits & ((1ull << 29) - 1)) == (1ull << 28),
+                              "'%s' refused after %zu in [%.*s]", one, k,
+                              (int)(ends[k] + 2), buf);
+            }
+        }
+    }
+    ck_assert_int_gt(taken_total, 50000);
+}
+END_TEST
+
 START_TEST(test_codec_format_shortest)
 {
     /* no text with fewer significant digits reads back to the same float:
@@ -2144,6 +2256,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
     tcase_add_test(tc, test_codec_numbers_correctly_rounded);
+    tcase_add_test(tc, test_codec_row_reader);
     tcase_add_test(tc, test_codec_format_shortest);
     tcase_add_test(tc, test_codec_writer_chunks_identical);
     tcase_add_test(tc, test_codec_writer_parallel_identical);
