@@ -3,6 +3,9 @@
  * all but this file. */
 #include <arpa/inet.h>
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -108,6 +111,25 @@ static void main__reexec_for_blas(char **argv)
     log_event("warn", "re-exec for OpenBLAS settings failed", NULL);
 }
 
+/* A request's buffers (tensors, the library's workspace, the response
+ * text) are megabytes each and freed when it ends. With glibc's defaults
+ * they are mmap'd fresh or trimmed back to the kernel, and every request
+ * pays the page faults of zeroed pages again: 2048 x 256 outputs-only
+ * computed in 55 ms instead of 44. Here they come from the heap up to
+ * 32 MiB each, and up to 64 MiB of free heap stays mapped per malloc arena
+ * for the next request. Larger buffers are still mmap'd and returned when
+ * freed. GLIBC_TUNABLES naming a malloc setting overrides this. */
+static void main__tune_malloc(void)
+{
+#ifdef __GLIBC__
+    const char *t = getenv("GLIBC_TUNABLES");
+    if (t != NULL && strstr(t, "glibc.malloc.") != NULL)
+        return;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+}
+
 static int main__sig_pipe[2];
 
 /* Async-signal-safe: one write(2), errno preserved. */
@@ -134,6 +156,7 @@ int main(int argc, char **argv)
     if (cfg.healthcheck)
         return main__healthcheck(&cfg);
     main__reexec_for_blas(argv);
+    main__tune_malloc();
 
     /* A handler, not sigwait: OpenBLAS may have started threads before
      * main (when OPENBLAS_NUM_THREADS is set), and a signal those threads
