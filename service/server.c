@@ -41,6 +41,8 @@
 
 /* Streamed /attend responses are produced in blocks of this size. */
 #define HTTP__BLOCK_SIZE (64 * 1024)
+/* The most of a declared Content-Length reserved before the body arrives. */
+#define HTTP__BODY_HINT_MAX ((size_t)64 << 20)
 /* Seconds a refused client is told to wait (503 Retry-After). */
 #define HTTP__RETRY_AFTER "1"
 /* Browsers cache a preflight answer this many seconds. */
@@ -102,6 +104,7 @@ typedef struct http_request {
     bool http11;      /* HTTP/1.1, which must carry Host (RFC 9112 3.2) */
     char *body;
     size_t body_len, body_cap;
+    size_t body_hint; /* the declared Content-Length, capped */
     size_t bytes_in, bytes_out;
     int status; /* 0 until a response is queued */
     const char *error_code;
@@ -355,9 +358,12 @@ static void http__take_body(http_request *r, const char *data, size_t size)
         return;
     }
     if (r->body_len + size > r->body_cap) {
-        /* Grow geometrically but only as data arrives: a declared
-         * Content-Length is never trusted for an allocation. */
-        size_t cap = r->body_cap ? r->body_cap : 16384;
+        /* The first chunk reserves the declared Content-Length (at most
+         * HTTP__BODY_HINT_MAX), so a body is copied once, not once per
+         * doubling; beyond that, or without one, the buffer grows
+         * geometrically as data arrives. */
+        size_t cap = r->body_cap ? r->body_cap
+                     : r->body_hint > 16384 ? r->body_hint : 16384;
         while (cap < r->body_len + size)
             cap = cap > max / 2 ? max : cap * 2;
         char *b = realloc(r->body, cap);
@@ -567,12 +573,16 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
         char *end;
         errno = 0;
         unsigned long long n = strtoull(cl, &end, 10);
-        if (!errno && end != cl && *end == '\0' &&
-            n > srv->cfg.limits.max_body_bytes)
-            return http__error(r, c, ERRORS_TOO_LARGE, NULL,
-                               "Content-Length is %llu bytes; the limit "
-                               "--max-body-bytes (ATTND_MAX_BODY_BYTES) is %zu",
-                               n, srv->cfg.limits.max_body_bytes);
+        if (!errno && end != cl && *end == '\0') {
+            if (n > srv->cfg.limits.max_body_bytes)
+                return http__error(r, c, ERRORS_TOO_LARGE, NULL,
+                                   "Content-Length is %llu bytes; the limit "
+                                   "--max-body-bytes (ATTND_MAX_BODY_BYTES) "
+                                   "is %zu",
+                                   n, srv->cfg.limits.max_body_bytes);
+            r->body_hint = n < HTTP__BODY_HINT_MAX ? (size_t)n
+                                                   : HTTP__BODY_HINT_MAX;
+        }
     }
     size_t prev = atomic_fetch_add(&srv->attend_in_flight, 1);
     if (prev >= srv->cfg.limits.max_in_flight) {
