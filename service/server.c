@@ -597,6 +597,21 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
     return MHD_YES; /* wait for the body */
 }
 
+/* The path of a request target: an absolute-form target
+ * ("http://host:port/attend", which RFC 9112 3.2.2 requires a server to
+ * accept, as proxies send) loses its scheme and authority; any other form
+ * is returned as it is. */
+static const char *http__origin_form(const char *url)
+{
+    const char *p;
+
+    if (strncasecmp(url, "http://", 7) && strncasecmp(url, "https://", 8))
+        return url;
+    p = strstr(url, "://") + 3;
+    p += strcspn(p, "/");
+    return *p ? p : "/";
+}
+
 static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
                                     const char *url, const char *method,
                                     const char *version,
@@ -612,7 +627,7 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
         r->srv = srv;
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
         snprintf(r->method, sizeof r->method, "%s", method);
-        snprintf(r->path, sizeof r->path, "%s", url);
+        snprintf(r->path, sizeof r->path, "%s", http__origin_form(url));
         r->http11 = version != NULL && !strcmp(version, MHD_HTTP_VERSION_1_1);
         r->label = "other";
         *con_cls = r;

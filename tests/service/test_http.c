@@ -587,6 +587,32 @@ START_TEST(test_http_host_and_repeated_framing_400)
 }
 END_TEST
 
+/* RFC 9112 3.2.2: absolute-form targets (what a client sends through a
+ * forward proxy) name the same resources as origin-form ones. */
+START_TEST(test_http_absolute_form_target)
+{
+    static const char health[] = "GET http://t:8080/healthz HTTP/1.1\r\n"
+                                 "Host: t:8080\r\nConnection: close\r\n\r\n";
+    static const char upper[] = "GET HTTPS://t/readyz HTTP/1.1\r\n"
+                                "Host: t\r\nConnection: close\r\n\r\n";
+    static const char root[] = "GET http://t HTTP/1.1\r\n"
+                               "Host: t\r\nConnection: close\r\n\r\n";
+    static const char missing[] = "GET http://t/nothing HTTP/1.1\r\n"
+                                  "Host: t\r\nConnection: close\r\n\r\n";
+    char out[65536];
+    int st = ts_raw(port, health, sizeof health - 1, out, sizeof out);
+    ck_assert_msg(st == 200, "absolute-form /healthz got %d: %s", st, out);
+    st = ts_raw(port, upper, sizeof upper - 1, out, sizeof out);
+    ck_assert_msg(st == 200 || st == 503, "HTTPS:// /readyz got %d: %s", st,
+                  out);
+    st = ts_raw(port, root, sizeof root - 1, out, sizeof out);
+    ck_assert_msg(st == 200, "absolute-form without a path got %d", st);
+    st = ts_raw(port, missing, sizeof missing - 1, out, sizeof out);
+    ck_assert_msg(st == 404, "absolute-form /nothing got %d: %s", st, out);
+    ck_assert_ptr_nonnull(strstr(out, "no such path: /nothing"));
+}
+END_TEST
+
 START_TEST(test_http_idle_connection_closed_by_timeout)
 {
     config cfg;
@@ -960,6 +986,7 @@ Suite *http_suite(void)
     tcase_add_checked_fixture(t, setup_default, teardown);
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_http_health_routes);
+    tcase_add_test(t, test_http_absolute_form_target);
     tcase_add_test(t, test_http_head_has_no_body);
     tcase_add_test(t, test_http_openapi_lists_attend);
     tcase_add_test(t, test_http_dashboard_served);
