@@ -1,6 +1,7 @@
 -- post.lua: wrk script for the HTTP benchmark. Every request POSTs the body
 -- in the file named by BENCH_BODY to /attend; at the end one line starting
--- with "BENCH_JSON " carries the figures run_http.py reads.
+-- with "BENCH_JSON " carries the figures run_http.py reads (and the load
+-- test's valid stream, tests/robust/run_loadtest.py).
 --   BENCH_BODY=build/bench/requests/w1.json wrk -t1 -c16 -d10s \
 --     -s tests/bench/post.lua http://127.0.0.1:PORT/attend
 -- No response() callback: wrk would then hand every (megabyte-sized) body
@@ -19,8 +20,9 @@ function done(summary, latency, requests)
   io.write(string.format(
     'BENCH_JSON {"requests":%d,"duration_us":%d,"bytes":%d,' ..
     '"non2xx":%d,"connect_errors":%d,"read_errors":%d,"write_errors":%d,' ..
-    '"timeouts":%d,"lat_p50_us":%d,"lat_p90_us":%d,"lat_p99_us":%d}\n',
+    '"timeouts":%d,"lat_p50_us":%d,"lat_p90_us":%d,"lat_p99_us":%d,' ..
+    '"lat_max_us":%d}\n',
     summary.requests, summary.duration, summary.bytes, e.status, e.connect,
     e.read, e.write, e.timeout, latency:percentile(50),
-    latency:percentile(90), latency:percentile(99)))
+    latency:percentile(90), latency:percentile(99), latency.max))
 end

@@ -11,7 +11,7 @@ One attnd (--quiet, --max-connections 1024 and --max-in-flight 128: the load
 below holds more than the default 64 requests in flight
 at once, and the valid stream is to see no 503; see README.md, Operating attnd). A 5 s warm-up,
 then two consecutive runs of --seconds each, during which at once:
-  - valid stream: wrk, 64 connections, small valid requests (wrk_valid.lua);
+  - valid stream: wrk, 64 connections, small valid requests (tests/bench/post.lua);
   - bad stream: wrk, 8 connections, cycling invalid JSON, 422 requests, a
     413 work bomb, 415, 405 and 404 (wrk_bad.lua);
   - slowloris: 200 connections that trickle request headers one byte per
@@ -37,6 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attnd_proc  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The valid stream is the benchmark's POST script (BENCH_BODY, BENCH_JSON).
+POST_LUA = os.path.join(HERE, "..", "bench", "post.lua")
 SLOWLORIS = 200
 
 
@@ -243,14 +245,14 @@ def run_once(args, paths, srv, label, problems):
                                            "bad_bomb.json"))
     bad = wrk(args, {"LOAD_BAD_BODIES": bad_list}, args.seconds, 8, 1,
               os.path.join(HERE, "wrk_bad.lua"))
-    good = wrk(args, {"LOAD_BODY": paths["valid.json"]}, args.seconds, 64, 2,
-               os.path.join(HERE, "wrk_valid.lua"), latency=True)
+    good = wrk(args, {"BENCH_BODY": paths["valid.json"]}, args.seconds, 64, 2,
+               POST_LUA, latency=True)
     good_out, _ = good.communicate()
     bad_out, _ = bad.communicate()
     probe.close()
     van.close()
     alive = slow.close()
-    g = figures(good_out, "LOAD_JSON")
+    g = figures(good_out, "BENCH_JSON")
     b = figures(bad_out, "LOAD_BAD_JSON")
     rss = attnd_proc.rss_kib(srv.pid) if srv.alive() else None
     secs = g["duration_us"] / 1e6
@@ -329,8 +331,8 @@ def main():
     args.port = srv.port
     problems = []
     try:
-        warm = wrk(args, {"LOAD_BODY": paths["valid.json"]}, 5, 64, 2,
-                   os.path.join(HERE, "wrk_valid.lua"))
+        warm = wrk(args, {"BENCH_BODY": paths["valid.json"]}, 5, 64, 2,
+                   POST_LUA)
         warm.communicate()
         rss0 = attnd_proc.rss_kib(srv.pid)
         print("attnd pid %d on port %d; RSS after warm-up %d kB" % (
