@@ -132,6 +132,9 @@ static int codec__enum(codec_reader *r, const char *name,
     return -1;
 }
 
+/* Counts above this are read as this (every limit is far below it). */
+#define CODEC__COUNT_MAX ((size_t)1000000000000000ULL)
+
 /* An integer >= 1 (a JSON number with an integral value: 8 or 8.0). */
 static int codec__count(codec_reader *r, const char *name, size_t *out,
                         codec_error *err)
@@ -153,8 +156,9 @@ static int codec__count(codec_reader *r, const char *name, size_t *out,
                         "%s: expected an integer >= 1, found %.17g", ptr, d);
         return -1;
     }
-    /* larger values are refused by the limits with a 413 */
-    *out = d > 1e15 ? (size_t)1e15 : (size_t)d;
+    /* larger values are refused by the limits with a 413, which says
+     * "at least" for a clamped one */
+    *out = d > (double)CODEC__COUNT_MAX ? CODEC__COUNT_MAX : (size_t)d;
     return 0;
 }
 
@@ -460,7 +464,8 @@ static int codec__too_large(codec_error *err, const char *what, size_t value,
                             const char *flag, const char *env, uint64_t limit)
 {
     codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                    "%s is %zu; the limit %s (%s) is %llu", what, value, flag,
+                    "%s is %s%zu; the limit %s (%s) is %llu", what,
+                    value >= CODEC__COUNT_MAX ? "at least " : "", value, flag,
                     env, (unsigned long long)limit);
     return -1;
 }

@@ -1397,7 +1397,8 @@ static const struct err_case {
     {"{" X2 "," W2 ",\"mask\":\"caus\\u0061l\",\"num_heads\":3}",
      ERRORS_INVALID_REQUEST, "/w_q/0", "multiple of num_heads = 3"},
     {"{" X2 "," W2 ",\"num_heads\":1e300}", ERRORS_TOO_LARGE, "",
-     "the limit --max-heads (ATTND_MAX_HEADS) is 128"},
+     "num_heads is at least 1000000000000000; the limit --max-heads "
+     "(ATTND_MAX_HEADS) is 128"},
     {"{" X2 "," W2 ",\"num_kv_heads\":129}", ERRORS_TOO_LARGE, "",
      "num_kv_heads is 129"},
     {"{\"x\":{\"dtype\":\"float\\u00332\",\"shape\":[1,2],"
