@@ -113,15 +113,11 @@ static inline int codec__digit_run(uint64_t v)
     return bad ? __builtin_ctzll(bad) >> 3 : 8;
 }
 
-/* The value of k (1..8) leading digit bytes of v: the digits are moved to
- * the end of an eight-digit field padded with '0' and combined pairwise by
- * multiplication. */
-static inline uint32_t codec__digits_value(uint64_t v, int k)
+/* The value of eight digits (byte values 0 to 9, not ASCII), the most
+ * significant in the lowest byte: pairs, then quads, then the two halves
+ * combined by multiplication. */
+static inline uint32_t codec__swar8(uint64_t v)
 {
-    if (k < 8)
-        v = (v << (8 * (8 - k))) |
-            (UINT64_C(0x3030303030303030) >> (8 * k));
-    v -= UINT64_C(0x3030303030303030);
     v = (v * 10) + (v >> 8);
     v = (((v & UINT64_C(0x000000FF000000FF)) *
           (100 + (UINT64_C(1000000) << 32))) +
@@ -129,6 +125,17 @@ static inline uint32_t codec__digits_value(uint64_t v, int k)
           (1 + (UINT64_C(10000) << 32)))) >>
         32;
     return (uint32_t)v;
+}
+
+/* The value of k (1..8) leading digit bytes of v: the digits are moved to
+ * the end of an eight-digit field padded with '0' and valued by
+ * codec__swar8. */
+static inline uint32_t codec__digits_value(uint64_t v, int k)
+{
+    if (k < 8)
+        v = (v << (8 * (8 - k))) |
+            (UINT64_C(0x3030303030303030) >> (8 * k));
+    return codec__swar8(v - UINT64_C(0x3030303030303030));
 }
 
 /* Reads a run of digits at *pp into *mant, counting them in *count; returns
@@ -167,13 +174,29 @@ static inline int codec__digits(const char **pp, const char *end,
     return total;
 }
 
+/* The powers of ten that are exact doubles. */
+static const double codec__pow10[23] = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* Rounds d, the correctly rounded double of a decimal, to float: 1 with
+ * *out set, or 0 when d lies exactly on a float midpoint (25 significant
+ * bits), where rounding twice may differ from rounding the decimal once. */
+static inline int codec__f32_of_exact(double d, float *out)
+{
+    uint64_t bits;
+
+    memcpy(&bits, &d, sizeof bits);
+    if ((bits & ((UINT64_C(1) << 29) - 1)) == (UINT64_C(1) << 28))
+        return 0;
+    *out = (float)d;
+    return 1;
+}
+
 static inline int codec_json_number_fast(const char *p, const char *end,
                                          float *out, const char **e)
 {
-    static const double pow10[23] = {
-        1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-        1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-    uint64_t mant = 0, bits;
+    uint64_t mant = 0;
     int count = 0, frac, neg = 0, exp = 0;
     double d;
     float f;
@@ -221,13 +244,11 @@ static inline int codec_json_number_fast(const char *p, const char *end,
     if (mant > (UINT64_C(1) << 53) || exp < -22 || exp > 22)
         return 0;
     d = (double)mant;
-    d = exp < 0 ? d / pow10[-exp] : d * pow10[exp];
+    d = exp < 0 ? d / codec__pow10[-exp] : d * codec__pow10[exp];
     if (d < 0x1p-126 || d > 0x1.fffffep127)
         return 0; /* float subnormal or overflow: fast_float decides */
-    memcpy(&bits, &d, sizeof bits);
-    if ((bits & ((UINT64_C(1) << 29) - 1)) == (UINT64_C(1) << 28))
-        return 0; /* exactly a float midpoint: double rounding would tie */
-    f = (float)d;
+    if (!codec__f32_of_exact(d, &f))
+        return 0;
     *out = neg ? -f : f;
     *e = p;
     return 1;

@@ -48,16 +48,6 @@ __attribute__((constructor)) static void codec__row_init(void)
             }
 }
 
-/* The value of eight digit values (0 to 9), most significant byte first. */
-static inline uint64_t codec__row_swar(uint64_t v)
-{
-    v = (v * 10) + (v >> 8);
-    return (((v & UINT64_C(0x000000FF000000FF)) *
-             (100 + (UINT64_C(1000000) << 32))) +
-            (((v >> 16) & UINT64_C(0x000000FF000000FF)) *
-             (1 + (UINT64_C(10000) << 32)))) >> 32;
-}
-
 /* The number of len bytes (1 to 15) at p, which the caller found between
  * separators. Returns 1 with *out set, 0 when this loop does not take it.
  * Nothing here feeds the next number's position, so the core overlaps the
@@ -65,9 +55,6 @@ static inline uint64_t codec__row_swar(uint64_t v)
 CODEC__ROW_TARGET static inline int codec__row_one(const char *p,
                                                    unsigned len, float *out)
 {
-    static const double pow10[16] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,
-                                     1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-                                     1e12, 1e13, 1e14, 1e15};
     static const float pow10f[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
                                      1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
@@ -79,10 +66,9 @@ CODEC__ROW_TARGET static inline int codec__row_one(const char *p,
         _mm_cmpeq_epi8(v, _mm_set1_epi8('.')));
     unsigned body = (1u << len) - (1u << neg); /* lanes after the sign */
     unsigned a, f, q;
-    uint64_t mant, bits;
+    uint64_t mant;
     uint32_t fbits;
     __m128i t;
-    double dv;
     float fv;
 
     if (((dig | dot) & body) != body)
@@ -103,20 +89,16 @@ CODEC__ROW_TARGET static inline int codec__row_one(const char *p,
     if (a > 1 && p[neg] == '0')
         return 0; /* a leading zero stands alone in JSON */
     t = _mm_shuffle_epi8(x, _mm_load_si128(&codec__row_pack[neg][a][a + f]));
-    mant = codec__row_swar((uint64_t)_mm_cvtsi128_si64(t));
+    mant = codec__swar8((uint64_t)_mm_cvtsi128_si64(t));
     if (a + f > 8)
-        mant += 100000000u * codec__row_swar(
+        mant += (uint64_t)100000000u * codec__swar8(
             (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(t, t)));
     if (mant < (UINT64_C(1) << 24) && f <= 10) {
         /* both exact floats: one float division rounds correctly */
         fv = (float)(uint32_t)mant / pow10f[f];
-    } else {
-        dv = (double)mant / pow10[f];
-        memcpy(&bits, &dv, sizeof bits);
+    } else if (!codec__f32_of_exact((double)mant / codec__pow10[f], &fv)) {
         /* zero passes (bits 0); no nonzero value here is below 1e-13 */
-        if ((bits & ((UINT64_C(1) << 29) - 1)) == (UINT64_C(1) << 28))
-            return 0; /* exactly a float midpoint: double rounding ties */
-        fv = (float)dv;
+        return 0;
     }
     /* the sign as a bit, not a branch: signs are random in real weights */
     memcpy(&fbits, &fv, sizeof fbits);
