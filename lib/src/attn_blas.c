@@ -56,6 +56,9 @@ typedef struct attn__plan {
     int overflow;
 } attn__plan;
 
+/* The offset of a part the call does not need. */
+#define ATTN__NONE SIZE_MAX
+
 /* Reserves count * size bytes; returns their offset in the block. */
 static size_t attn__plan_add(attn__plan *pl, size_t count, size_t size)
 {
@@ -68,6 +71,12 @@ static size_t attn__plan_add(attn__plan *pl, size_t count, size_t size)
     }
     pl->total += (bytes + ATTN__ALIGN - 1) / ATTN__ALIGN * ATTN__ALIGN;
     return off;
+}
+
+/* The part at offset off of the aligned block, or NULL for ATTN__NONE. */
+static void *attn__part(unsigned char *base, size_t off)
+{
+    return off == ATTN__NONE ? NULL : base + off;
 }
 
 /* out[rows][cols] = in[rows][in_w] W[in_w][cols] + bias */
@@ -353,8 +362,9 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
      * n = 2048 when the buffers went to malloc one by one). */
     {
         attn__plan pl = {0, 0};
-        size_t o_q, o_k, o_v, o_cat = 0, o_status, o_inv, o_hrow, o_cost;
-        size_t o_scratch = 0, o_hrow_rows = 0, o_meanrow = 0;
+        size_t o_q, o_k, o_v, o_cat = ATTN__NONE, o_status, o_inv, o_hrow;
+        size_t o_cost, o_scratch = ATTN__NONE, o_hrow_rows = ATTN__NONE;
+        size_t o_meanrow = ATTN__NONE;
         unsigned char *base;
 
         o_q = attn__plan_add(&pl, job.q_rows, d->h * d->d_k * sizeof(float));
@@ -392,20 +402,17 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
         }
         base = (unsigned char *)job.block +
                (ATTN__ALIGN - (uintptr_t)job.block % ATTN__ALIGN);
-        job.q = (float *)(void *)(base + o_q);
-        job.k = (float *)(void *)(base + o_k);
-        job.v = (float *)(void *)(base + o_v);
-        job.cat = p->w_o != NULL ? (float *)(void *)(base + o_cat) : output;
-        job.status = (int *)(void *)(base + o_status);
-        job.inv = (float *)(void *)(base + o_inv);
-        job.hrow = (const float **)(void *)(base + o_hrow);
-        job.cost = (double *)(void *)(base + o_cost);
-        if (!job.dense_per_head)
-            job.scratch = (float *)(void *)(base + o_scratch);
-        if (job.keep_heads && d->h > ATTN__MAX_STACK_HEADS)
-            job.hrow_rows = (const float **)(void *)(base + o_hrow_rows);
-        if (ex->top_k && p->weights == ATTN_WEIGHTS_MEAN)
-            job.meanrow = (float *)(void *)(base + o_meanrow);
+        job.q = attn__part(base, o_q);
+        job.k = attn__part(base, o_k);
+        job.v = attn__part(base, o_v);
+        job.cat = o_cat != ATTN__NONE ? attn__part(base, o_cat) : output;
+        job.status = attn__part(base, o_status);
+        job.inv = attn__part(base, o_inv);
+        job.hrow = attn__part(base, o_hrow);
+        job.cost = attn__part(base, o_cost);
+        job.scratch = attn__part(base, o_scratch);
+        job.hrow_rows = attn__part(base, o_hrow_rows);
+        job.meanrow = attn__part(base, o_meanrow);
     }
     if (ex->stats) {
         rc = attn__acc_init(&acc, p, workers);
