@@ -144,17 +144,19 @@ static int codec__level(codec__nest *s, int level)
                 float v;
                 const char *e;
                 size_t room = s->cap - s->count, k;
+                int fast;
                 if (s->shape[level] != 0 && s->shape[level] - n < room)
                     room = s->shape[level] - n;
                 /* the hot path: a run of short numbers, then one plain
                  * number, into room already there */
-                if (s->leaf == CODEC_LEAF_F32 && room > 0 &&
-                    (k = codec_json_row(&r->p, r->end,
-                                        (float *)(void *)s->buf + s->count,
-                                        room)) > 0) {
+                fast = s->leaf == CODEC_LEAF_F32 && room > 0;
+                if (fast && (k = codec_json_row(
+                                 &r->p, r->end,
+                                 (float *)(void *)s->buf + s->count,
+                                 room)) > 0) {
                     s->count += k;
                     n += k - 1;
-                } else if (s->leaf == CODEC_LEAF_F32 && room > 0 &&
+                } else if (fast &&
                            codec_json_number_fast(r->p, r->end, &v, &e)) {
                     memcpy(s->buf + s->count * sizeof(float), &v, sizeof v);
                     s->count++;
