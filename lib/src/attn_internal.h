@@ -38,4 +38,19 @@ int attn__softmax_row(float *s, size_t len, size_t visible,
                       const unsigned char *pad, int normalize,
                       float *inv_sum);
 
+/* The same without normalising, out of place: the row of scores s becomes
+ * all 0 and p holds its unnormalised softmax, exp(s - c) for some c of the
+ * row (every exponent is at most 16), with 1 / sum(p) in *inv_sum. A
+ * scores buffer kept at zero this way takes the next product with beta = 1,
+ * which spares OpenBLAS its own zeroing pass over it. */
+int attn__softmax_into(float *s, float *p, size_t len, size_t visible,
+                       const unsigned char *pad, float *inv_sum);
+
+/* For the tests: the softmax with the kernels of one instruction set
+ * (0 scalar, 1 AVX2, 2 AVX-512), in place when p == s. Returns -2 when
+ * this CPU lacks them. */
+int attn__softmax_isa(int isa, float *s, float *p, size_t len,
+                      size_t visible, const unsigned char *pad, int normalize,
+                      float *inv_sum);
+
 #endif

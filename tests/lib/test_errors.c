@@ -260,7 +260,10 @@ END_TEST
  * W_k = +-1) while the output would be finite. Every token is identical, so
  * the exact weights are uniform (1/3), which the float64 reference gets.
  * attn_forward may report ATTN_ERANGE; if it reports success, its result
- * must be the reference's: a row of -inf scores is not a masked row. */
+ * must be the reference's: a row of -inf scores is not a masked row. With
+ * W_k's columns of alternating sign (sign 0) q . k is 1.6e61 - 1.6e61, 0 in
+ * float64 but +inf + -inf = NaN in float32: NaN scores must not pass as
+ * weights of 0. */
 START_TEST(test_errors_range_scores)
 {
     attn_weights modes[] = { ATTN_WEIGHTS_PER_HEAD, ATTN_WEIGHTS_MEAN,
@@ -272,9 +275,9 @@ START_TEST(test_errors_range_scores)
         c.x[i] = 1e30f;
     for (size_t i = 0; i < 4 * 2 * 2; i++)
         c.w_q[i] = 1.0f;
-    for (int sign = -1; sign <= 1; sign += 2) {
+    for (int sign = -1; sign <= 1; sign++) {
         for (size_t i = 0; i < 4 * 2 * 2; i++)
-            c.w_k[i] = (float)sign;
+            c.w_k[i] = sign != 0 ? (float)sign : i % 2 ? -1.0f : 1.0f;
         for (size_t m = 0; m < 3; m++) {
             float *w_ref = NULL, *out_ref, *out, *w = NULL;
             attn_params p = c.p;
@@ -290,8 +293,9 @@ START_TEST(test_errors_range_scores)
                 ck_assert_ptr_nonnull(w);
             }
             st = attn_forward(&p, out, w);
-            snprintf(what, sizeof what, "scores %cinf, weights mode %d",
-                     sign < 0 ? '-' : '+', (int)modes[m]);
+            snprintf(what, sizeof what, "scores %s, weights mode %d",
+                     sign < 0 ? "-inf" : sign > 0 ? "+inf" : "NaN",
+                     (int)modes[m]);
             ck_assert_msg(st == ATTN_OK || st == ATTN_ERANGE,
                           "%s: returned %d", what, st);
             if (st == ATTN_OK) {

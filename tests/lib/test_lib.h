@@ -35,6 +35,7 @@ Suite *tl_suite_errors(void);
 Suite *tl_suite_alloc(void);
 Suite *tl_suite_exec(void);
 Suite *tl_suite_analysis(void);
+Suite *tl_suite_softmax(void);
 
 /* -- deterministic random numbers (splitmix64) ----------------------------- */
 
