@@ -190,6 +190,19 @@ def main():
                       "sgemm peak (goal >= 50%%): %s" % (
                           cfg, 100 * v / peak,
                           "MET" if v / peak >= 0.5 else "NOT MET"))
+    if "paired_frac_median" in meta:
+        # the same goal, each call paired with an sgemm peak run just before
+        # it (bench_lib's bench_pair): the two on one statistic, one window
+        fm = float(meta["paired_frac_median"])
+        print("  outputs-only n=2048 d_model=256 h=8, %s, paired with the "
+              "peak over %s alternations: median %.3f ms against the sgemm's "
+              "median %.1f GFLOP/s = %.1f%% of peak (goal >= 50%%): %s; "
+              "best against best %.1f%%" % (
+                  meta["paired_config"], meta["paired_pairs"],
+                  float(meta["paired_att_median_ms"]),
+                  float(meta["paired_peak_median_gflops"]), 100 * fm,
+                  "MET" if fm >= 0.5 else "NOT MET",
+                  100 * float(meta["paired_frac_best"])))
     g2 = next((m for m in merged if m["mode"] == "per_head" and m["n"] == 512
                and m["d_model"] == 768), None)
     if g2:
