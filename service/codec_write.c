@@ -7,6 +7,7 @@
 #include "codec_int.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,19 +76,24 @@ static int codec__text(codec_writer *w, const char *fmt, ...)
 
 static int codec__text(codec_writer *w, const char *fmt, ...)
 {
+    char first[512]; /* every segment but long token lists fits: one pass */
     va_list ap;
     int n;
     char *s;
     codec__seg *g;
 
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
+    n = vsnprintf(first, sizeof first, fmt, ap);
     va_end(ap);
     if (n < 0 || (s = malloc((size_t)n + 1)) == NULL)
         return -1;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if ((size_t)n < sizeof first) {
+        memcpy(s, first, (size_t)n + 1);
+    } else {
+        va_start(ap, fmt);
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     if ((g = codec__push(w)) == NULL) {
         free(s);
         return -1;
@@ -189,11 +195,14 @@ codec_writer *codec_writer_new(codec_request *req)
         codec_request_free(req);
         return NULL;
     }
-    w = calloc(1, sizeof *w);
+    /* the stage is written before it is read: only the fields are zeroed
+     * (calloc cleared its 64 KiB for every response) */
+    w = malloc(sizeof *w);
     if (w == NULL) {
         codec_request_free(req);
         return NULL;
     }
+    memset(w, 0, offsetof(codec_writer, stage_own));
     w->req = req;
     w->stage = w->stage_own;
     /* Parallel formatting needs a pool of two or more workers; without the
