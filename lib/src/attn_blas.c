@@ -10,13 +10,22 @@
 
 #include "attn_analysis.h"
 
-/* Query rows per attention tile (128 measured best of 32..256 for n = 2048,
- * d_model = 256, 8 heads on two AVX-512 cores). Without returned weights a
- * tile's scores live in a per-worker [ATTN__BLOCK][m] buffer, which is all
- * the n x m memory the call ever holds. */
+/* Query rows per attention tile when a task holds every head's rows of its
+ * tile (mean weights, head figures, top-k: h x rows x m floats a worker).
+ * Without returned weights a tile's scores live in per-worker [rows][m]
+ * buffers, which is all the n x m memory the call ever holds. */
 #ifndef ATTN__BLOCK
 #define ATTN__BLOCK 128
 #endif
+/* When a task is one head of a tile, taller tiles repack each head's K and
+ * V (OpenBLAS packs both operands on every call) fewer times: about
+ * ATTN__TILE_ELEMS scores a tile, ATTN__BLOCK to ATTN__BLOCK_MAX rows.
+ * Outputs only, d_model = 256, 8 heads, two workers, perf's share of the
+ * sgemm kernel in the whole: n = 2048 (m = 2048) 1/1.77 at 128 rows, 1/1.74
+ * at 256, 1/1.65..1/1.70 at 512; n = 8192: 1/1.83 at 128, 1/1.80 at 256,
+ * 1/1.92 at 512. */
+#define ATTN__TILE_ELEMS ((size_t)1 << 20)
+#define ATTN__BLOCK_MAX 512
 /* Rows per projection task when an executor spreads the work. */
 #define ATTN__PROJ_MIN_ROWS 64
 
@@ -399,10 +408,16 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
     }
     job.q_chunks = attn__ceil_div(job.q_rows, job.chunk);
     job.kv_chunks = attn__ceil_div(job.kv_rows, job.chunk);
-    job.blk = ATTN__BLOCK;
     /* tasks per tile: every head, or one when heads share the tile */
     job.head_tasks = !job.dense_mean && !job.keep_heads;
     per_tile = job.head_tasks ? d->h : 1;
+    job.blk = ATTN__BLOCK;
+    if (job.head_tasks) {
+        size_t rows = ATTN__TILE_ELEMS / d->m;
+        job.blk = rows < ATTN__BLOCK       ? ATTN__BLOCK
+                  : rows > ATTN__BLOCK_MAX ? ATTN__BLOCK_MAX
+                                           : rows;
+    }
     if (workers > 1 &&
         d->B * per_tile * attn__ceil_div(d->n, job.blk) < 2 * workers) {
         /* small requests: smaller tiles so every worker gets two tasks */

@@ -337,15 +337,16 @@ START_TEST(test_kernel_custom_scale_used)
 }
 END_TEST
 
-/* Without weights the library never holds an n x m matrix: at n = m = 1024
- * and 8 heads the per-head weights would be 32 MiB; the workspace must stay
- * under one head's scores (4 MiB), and the outputs must still match the
- * reference (n a multiple of the query block this time). */
+/* Without weights the library never holds an n x m matrix: at n = m = 2048
+ * and 8 heads the per-head weights would be 128 MiB; the workspace (tiles of
+ * up to 512 query rows, their scores and their softmax) must stay under one
+ * head's scores (16 MiB), and the outputs must still match the reference
+ * (n a multiple of the query block this time). */
 START_TEST(test_kernel_no_weights_memory)
 {
-    const tl_spec s = { "no_weights_memory", D(1, 1024, 1024, 16, 16, 8, 8, 4, 4, 32),
+    const tl_spec s = { "no_weights_memory", D(1, 2048, 2048, 16, 16, 8, 8, 4, 4, 32),
                         false, false, 0, CAUSAL, TL_PAD_SOME, 0, 0 };
-    size_t one_head = 1024 * 1024 * sizeof(float);
+    size_t one_head = 2048 * 2048 * sizeof(float);
     float *out, *ref;
     tl_alloc a;
     tl_case c;
