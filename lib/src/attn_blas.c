@@ -47,6 +47,8 @@ typedef struct attn__job {
     int lean;              /* outputs only: no weights, figures or top-k */
     float *scratch;        /* [workers][h or 1][blk][m], or NULL */
     float *probs;   /* lean: [workers][blk][m], the softmax beside scratch */
+    size_t *zeroed; /* lean: [workers]: floats of the worker's scratch, from
+                       its start, known to be zero */
     const float **hrow;    /* [workers][h]: each head's rows in the tile */
     const float **hrow_rows; /* [workers][h]: when h > the stack's room */
     float *meanrow;        /* [workers][m]: the mean row for top-k */
@@ -164,14 +166,16 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
     } else {
         s = j->scratch + worker * j->blk * d->m;
     }
-    /* The lean path's scores buffer is all zeros between uses (the softmax
-     * zeroes what it reads), so the product adds onto it with beta = 1 and
-     * OpenBLAS skips its zeroing pass over rows x m_eff floats. */
+    /* The lean path's softmax zeroes the scores it reads, so once a
+     * worker's buffer has been used that far the product adds onto zeros
+     * with beta = 1 and OpenBLAS skips its zeroing pass over rows x m_eff
+     * floats. */
+    int onto_zeros = j->lean && rows * lds <= j->zeroed[worker];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows,
                 (int)m_eff, (int)d->d_k, j->scale,
                 j->q + (b * d->n + q0) * hdk + i * d->d_k, (int)hdk,
                 j->k + b * d->m * gdk + kv * d->d_k, (int)gdk,
-                j->lean ? 1.0f : 0.0f, s, (int)lds);
+                onto_zeros ? 1.0f : 0.0f, s, (int)lds);
     a = j->lean ? j->probs + worker * j->blk * d->m : s;
     for (size_t r = 0; r < rows; r++) {
         size_t visible = m_eff;
@@ -189,6 +193,8 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
         if (lds > m_eff)
             memset(s + r * lds + m_eff, 0, (lds - m_eff) * sizeof(float));
     }
+    if (j->lean && rows * lds > j->zeroed[worker])
+        j->zeroed[worker] = rows * lds;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows,
                 (int)d->d_v, (int)m_eff, 1.0f, a, (int)lds,
                 j->v + b * d->m * gdv + kv * d->d_v, (int)gdv, 0.0f,
@@ -438,6 +444,7 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
         size_t o_q, o_k, o_v, o_cat = ATTN__NONE, o_status, o_inv, o_hrow;
         size_t o_cost, o_scratch = ATTN__NONE, o_hrow_rows = ATTN__NONE;
         size_t o_meanrow = ATTN__NONE, o_probs = ATTN__NONE;
+        size_t o_zeroed = ATTN__NONE;
         unsigned char *base;
 
         o_q = attn__plan_add(&pl, job.q_rows, d->h * d->d_k * sizeof(float));
@@ -459,9 +466,11 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
                 o_scratch = attn__plan_add(&pl, scratch_rows,
                                            d->m * sizeof(float));
         }
-        if (job.lean)
+        if (job.lean) {
             o_probs = attn__plan_add(&pl, workers * job.blk,
                                      d->m * sizeof(float));
+            o_zeroed = attn__plan_add(&pl, workers, sizeof(size_t));
+        }
         if (job.keep_heads && d->h > ATTN__MAX_STACK_HEADS)
             o_hrow_rows = attn__plan_add(&pl, workers * d->h,
                                          sizeof(float *));
@@ -488,6 +497,7 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
         job.cost = attn__part(base, o_cost);
         job.scratch = attn__part(base, o_scratch);
         job.probs = attn__part(base, o_probs);
+        job.zeroed = attn__part(base, o_zeroed);
         job.hrow_rows = attn__part(base, o_hrow_rows);
         job.meanrow = attn__part(base, o_meanrow);
     }
@@ -498,7 +508,7 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
         job.acc = &acc;
     }
     if (job.lean)
-        memset(job.scratch, 0, scratch_rows * d->m * sizeof(float));
+        memset(job.zeroed, 0, workers * sizeof(size_t));
     memset(job.status, 0, workers * sizeof(int));
     memset(job.cost, 0, workers * sizeof(double));
 

@@ -466,6 +466,9 @@ static void *tl_alloc_alloc(void *ctx, size_t size)
         block = malloc(TL_ALLOC_HEADER + size);
         if (block != NULL) {
             memcpy(block, &size, sizeof size);
+            /* all-ones bytes are NaN floats: workspace the library reads
+             * before writing shows in its results */
+            memset(block + TL_ALLOC_HEADER, 0xFF, size);
             a->live++;
             a->bytes += size;
             if (a->bytes > a->peak_bytes)
