@@ -157,6 +157,7 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
     float inv_h = 1.0f / (float)d->h;
     float *inv = j->inv + worker * j->blk;
     float *s, *a;
+    int onto_zeros;
 
     if (j->dense_per_head) {
         s = j->weights + ((b * d->h + i) * d->n + q0) * d->m;
@@ -170,7 +171,7 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
      * worker's buffer has been used that far the product adds onto zeros
      * with beta = 1 and OpenBLAS skips its zeroing pass over rows x m_eff
      * floats. */
-    int onto_zeros = j->lean && rows * lds <= j->zeroed[worker];
+    onto_zeros = j->lean && rows * lds <= j->zeroed[worker];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows,
                 (int)m_eff, (int)d->d_k, j->scale,
                 j->q + (b * d->n + q0) * hdk + i * d->d_k, (int)hdk,
