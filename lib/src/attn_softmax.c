@@ -279,9 +279,11 @@ static int attn__softmax(float *s, float *p, size_t len, size_t visible,
         for (j = 0; j < visible; j++)
             if (pad[j])
                 s[j] = -INFINITY;
-    memset(p + visible, 0, (len - visible) * sizeof(float));
-    if (p != s)
-        memset(s + visible, 0, (len - visible) * sizeof(float));
+    if (visible < len) { /* most rows see every key: no call at all */
+        memset(p + visible, 0, (len - visible) * sizeof(float));
+        if (p != s)
+            memset(s + visible, 0, (len - visible) * sizeof(float));
+    }
 #ifdef ATTN__HAVE_X86
     if (isa == ATTN__ISA_AVX512) {
         sum = attn__exp_sum_avx512(s, p, visible);
