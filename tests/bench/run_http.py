@@ -430,9 +430,9 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--peer-only", action="store_true")
-    ap.add_argument("--rounds", type=int, default=2,
+    ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of the wrk workloads, servers alternating; "
-                         "each keeps its best (default 2; 1 with --quick)")
+                         "each keeps its best (default 3; 1 with --quick)")
     ap.add_argument("--workloads", default="",
                     help="comma-separated subset, e.g. w1,w4 (default all)")
     args = ap.parse_args()
