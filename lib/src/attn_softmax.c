@@ -147,14 +147,6 @@ attn__max_avx512(const float *s, size_t len);
 __attribute__((target("avx512f"))) static void
 attn__scale_avx512(float *s, size_t len, float f);
 
-/* One pass: p[j] = exp(s[j] - ref) and their sum, for j < len, zeroing s[j]
- * when p is another row. ref starts at the first vector's max and moves up
- * (rescaling what is written and summed) only when a score exceeds it by
- * more than ATTN__HEADROOM, so there is no separate pass for the row's max
- * and every exponent stays <= ATTN__HEADROOM. Returns the sum, or NaN when
- * the row holds +inf or NaN (finite inputs whose products overflowed). A
- * row of -inf sums to 0; any finite score gives a sum >= 1, since the final
- * reference is itself one of the scores. */
 /* The reference's move in attn__exp_sum_avx512, for the vector v at s + j:
  * returns the new reference, having rescaled p[0..j) and *acc to it, or NaN
  * when v holds +inf or NaN. */
@@ -177,6 +169,14 @@ attn__ref_move(float *s, float *p, size_t j, size_t len, __m512 v, float ref,
     return top;
 }
 
+/* One pass: p[j] = exp(s[j] - ref) and their sum, for j < len, zeroing s[j]
+ * when p is another row. ref starts at the first vector's max and moves up
+ * (rescaling what is written and summed) only when a score exceeds it by
+ * more than ATTN__HEADROOM, so there is no separate pass for the row's max
+ * and every exponent stays <= ATTN__HEADROOM. Returns the sum, or NaN when
+ * the row holds +inf or NaN (finite inputs whose products overflowed). A
+ * row of -inf sums to 0; any finite score gives a sum >= 1, since the final
+ * reference is itself one of the scores. */
 __attribute__((target("avx512f"))) static float
 attn__exp_sum_avx512(float *s, float *p, size_t len)
 {
