@@ -402,7 +402,9 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
     job.dense_per_head = p->weights == ATTN_WEIGHTS_PER_HEAD && !ex->top_k;
     job.dense_mean = p->weights == ATTN_WEIGHTS_MEAN && !ex->top_k;
     job.keep_heads = ex->stats || ex->top_k;
-    job.lean = !job.dense_per_head && !job.dense_mean && !job.keep_heads;
+    /* tasks per tile: every head, or one when heads share the tile */
+    job.head_tasks = !job.dense_mean && !job.keep_heads;
+    job.lean = job.head_tasks && !job.dense_per_head;
     job.scale = (float)attn__scale(p);
     job.q_rows = d->B * d->n;
     job.kv_rows = d->B * d->m;
@@ -415,8 +417,6 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
     }
     job.q_chunks = attn__ceil_div(job.q_rows, job.chunk);
     job.kv_chunks = attn__ceil_div(job.kv_rows, job.chunk);
-    /* tasks per tile: every head, or one when heads share the tile */
-    job.head_tasks = !job.dense_mean && !job.keep_heads;
     per_tile = job.head_tasks ? d->h : 1;
     job.blk = ATTN__BLOCK;
     if (job.head_tasks) {

@@ -293,7 +293,7 @@ static int attn__softmax(float *s, float *p, size_t len, size_t visible,
         /* pass 1: the max, from -inf; subtracting it keeps every exponent
          * <= 0, so scores in the thousands cannot overflow */
         float max = attn__max_scalar(s, visible);
-        if (max == -INFINITY || !isfinite(max)) {
+        if (!isfinite(max)) {
             sum = max == -INFINITY ? 0.0f : NAN;
             memset(p, 0, visible * sizeof(float));
             if (p != s)
