@@ -71,6 +71,13 @@ static int bench_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Sorts v and returns its median. */
+static double bench_median(double *v, int count)
+{
+    qsort(v, (size_t)count, sizeof v[0], bench_cmp_double);
+    return count % 2 ? v[count / 2] : 0.5 * (v[count / 2 - 1] + v[count / 2]);
+}
+
 static long bench_maxrss_kib(void)
 {
     struct rusage ru;
@@ -352,6 +359,17 @@ static int bench_check(const char *config, size_t n, size_t d_model, size_t h,
 
 /* -- sgemm peak ------------------------------------------------------------ */
 
+/* One C = A B at size s^3 (all s x s), in GFLOP/s, with OpenBLAS's current
+ * thread count. */
+static double bench_sgemm_once(int s, const float *a, const float *b,
+                               float *c)
+{
+    double t0 = bench_now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f, a,
+                s, b, s, 0.0f, c, s);
+    return 2.0 * (double)s * s * s / (bench_now() - t0) * 1e-9;
+}
+
 /* Best of reps C = A B at size s^3, in GFLOP/s, with OpenBLAS's current
  * thread count. Returns 0.0 when out of memory. */
 static double bench_sgemm_peak(int s, int reps)
@@ -366,13 +384,9 @@ static double bench_sgemm_peak(int s, int reps)
         memset(c, 0, cnt * sizeof(float));
         /* One untimed call: OpenBLAS allocates its buffers and wakes its
          * threads on first use. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f,
-                    a, s, b, s, 0.0f, c, s);
+        bench_sgemm_once(s, a, b, c);
         for (int r = 0; r < reps; r++) {
-            double t0 = bench_now();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s,
-                        1.0f, a, s, b, s, 0.0f, c, s);
-            double gf = 2.0 * (double)s * s * s / (bench_now() - t0) * 1e-9;
+            double gf = bench_sgemm_once(s, a, b, c);
             if (gf > best)
                 best = gf;
         }
@@ -478,12 +492,10 @@ static int bench_time(const bench_opts *o, const bench_case *c,
                 attn_strerror(rc));
         return -1;
     }
-    qsort(samples, (size_t)reps, sizeof samples[0], bench_cmp_double);
     res->ran = 1;
     res->reps = reps;
+    res->median_s = bench_median(samples, reps);
     res->min_s = samples[0];
-    res->median_s = reps % 2 ? samples[reps / 2]
-                             : 0.5 * (samples[reps / 2 - 1] + samples[reps / 2]);
     res->gflops = (double)res->flops / res->median_s * 1e-9;
     return 0;
 }
@@ -513,12 +525,6 @@ static void bench_sleep(double seconds)
         ;
 }
 
-static double bench_median(double *v, int count)
-{
-    qsort(v, (size_t)count, sizeof v[0], bench_cmp_double);
-    return count % 2 ? v[count / 2] : 0.5 * (v[count / 2 - 1] + v[count / 2]);
-}
-
 static int bench_pair(const bench_opts *o, const bench_case *c,
                       const attn_executor *exec, bench_paired *res)
 {
@@ -542,20 +548,16 @@ static int bench_pair(const bench_opts *o, const bench_case *c,
     bench_fill(b, cnt, 1.0f, 12);
     attn_flops(&bp.p, &res->flops);
     for (int r = -1; r < pairs; r++) { /* r = -1: both warm up */
-        double t0;
+        double t0, gf;
         attn_blas_set_threads(o->threads);
         /* the same pause before each kind of call (see below), and each
          * timed call follows an untimed one, as in the unpaired runs:
          * OpenBLAS's threads are awake and the operands in cache */
         bench_sleep(0.25);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f,
-                    a, s, b, s, 0.0f, g, s);
-        t0 = bench_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f,
-                    a, s, b, s, 0.0f, g, s);
-        t0 = bench_now() - t0;
+        bench_sgemm_once(s, a, b, g);
+        gf = bench_sgemm_once(s, a, b, g);
         if (r >= 0)
-            peak[r] = 2.0 * (double)cnt * s / t0 * 1e-9;
+            peak[r] = gf;
         /* OpenBLAS's threads spin for a while after a call before they
          * sleep (its THREAD_TIMEOUT, about 2^28 cycles): left spinning,
          * they would take cores from the attention calls that follow. */

@@ -362,10 +362,9 @@ def bench_one(kind, name, how, args, bodies, refs, answers):
             # the peak read just before and just after these requests (the
             # higher of the two), beside the run-wide one: this machine's
             # peak drifts over minutes
-            before = sgemm_peak(args) if os.path.exists(args.peak_bin) else None
+            before = sgemm_peak(args)
             r["compute"] = meta_rate(port, body, args.meta_n)
-            after = sgemm_peak(args) if os.path.exists(args.peak_bin) else None
-            near = [v for v in (before, after) if v]
+            near = [v for v in (before, sgemm_peak(args)) if v]
             if r["compute"] and near:
                 r["compute"]["peak_alongside"] = max(near)
         r["peak_rss_mib"] = srv.peak_rss_mib()
@@ -412,7 +411,10 @@ def loadavg():
 
 
 def sgemm_peak(args):
-    """Best-of-5 cblas_sgemm 2048^3 GFLOP/s with T threads (bench_lib)."""
+    """Best-of-5 cblas_sgemm 2048^3 GFLOP/s with T threads (bench_lib);
+    None when bench_lib is not built or prints no figure."""
+    if not os.path.exists(args.peak_bin):
+        return None
     out = subprocess.run([args.peak_bin, "--peak-only", "--threads",
                           str(args.threads)], env=args.env,
                          capture_output=True, text=True).stdout.strip()
