@@ -11,13 +11,13 @@ static const char codec__pairs[201] =
     "34353637383940414243444546474849505152535455565758596061626364656667"
     "6869707172737475767778798081828384858687888990919293949596979899";
 
-/* The layout from the digits one at a time: every notation, used for the
- * scientific one. */
-static size_t codec__format_slow(float v, char *buf)
+/* The layout from the digits one at a time: every notation. Used for zero,
+ * non-finite values and the scientific notation, and for all values on a
+ * machine without SSSE3. */
+static size_t codec__format_slow(float v, uint32_t sig, int e, char *buf)
 {
     char digits[10];
-    uint32_t sig;
-    int e, k, point, i;
+    int k, point, i;
     size_t len = 0;
 
     if (!isfinite(v)) {
@@ -31,7 +31,6 @@ static size_t codec__format_slow(float v, char *buf)
         buf[len++] = '0';
         return len;
     }
-    codec_num_shortest(v, &sig, &e);
     /* at most 9 significant digits for a float32, written right to left two
      * at a time (half the divisions of one at a time) */
     k = sig < 10 ? 1 : sig < 100 ? 2 : sig < 1000 ? 3 : sig < 10000 ? 4
@@ -93,11 +92,32 @@ static size_t codec__format_slow(float v, char *buf)
     return len;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+
+/* Digit count (1 to 9) of sig > 0: digits_min[b] is that of 2^b,
+ * the least value with b + 1 bits, and a range [2^b, 2^(b+1)) holds at most
+ * one power of ten. */
+static int codec__digits(uint32_t sig)
+{
+    static const unsigned char digits_min[32] = {
+        1, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5,
+        5, 6, 6, 6, 7, 7, 7, 7, 8, 8, 8, 9, 9, 9, 10, 10};
+    static const uint32_t pow10[11] = {1,         10,        100,
+                                       1000,      10000,     100000,
+                                       1000000,   10000000,  100000000,
+                                       1000000000, 0xFFFFFFFFu};
+    int t = digits_min[31 - __builtin_clz(sig)];
+
+    return t + (sig >= pow10[t]);
+}
+
 /* Eight decimal digits of x (< 10^8) as ASCII, the most significant in the
  * lowest byte (first in memory): x split into 4 + 4, 2 + 2, 1 + 1 digits in
  * the lanes of one 64-bit word, divisions by 100 and 10 done as
  * multiply-shifts that are exact in these ranges (checked for every x). */
-static uint64_t codec__ascii8(uint32_t x)
+static inline __attribute__((always_inline)) uint64_t codec__ascii8(uint32_t x)
 {
     uint64_t hi = x / 10000, lo = x % 10000;
     uint64_t merged = hi | (lo << 32);
@@ -112,61 +132,99 @@ static uint64_t codec__ascii8(uint32_t x)
     return tens | UINT64_C(0x3030303030303030);
 }
 
-/* The digits of a float32 number vary in count (1 to 9) and place from one
- * value to the next, so a loop per digit mispredicts a few branches a
- * number: here the nine digits are made and stored eight at a time, and
- * the text's length and the point's place are arithmetic. */
+/* Every plain layout of k digits (1 to 9) with the point at `point` (-3 to
+ * 9, |v| = 0.d1..dk * 10^point) is one byte shuffle of the vector
+ * [the 9 digits of sig, leading zeros included] '.' '0':
+ * codec__place[k - 1][point + 3], and the text's length beside it. Lanes
+ * past the text get 0x80 (zero bytes, scratch the caller writes over). */
+static __m128i codec__place[9][13];
+static unsigned char codec__place_len[9][13];
+static int codec__ssse3;
+
+__attribute__((constructor)) static void codec__place_init(void)
+{
+    int k, point, i;
+
+    for (k = 1; k <= 9; k++)
+        for (point = -3; point <= 9; point++) {
+            unsigned char b[16];
+            int n = 0, first = 9 - k; /* lane of the first digit */
+            memset(b, 0x80, sizeof b);
+            if (point <= 0) { /* 0.000ddd */
+                b[n++] = 10;
+                b[n++] = 9;
+                for (i = 0; i < -point; i++)
+                    b[n++] = 10;
+                for (i = 0; i < k; i++)
+                    b[n++] = (unsigned char)(first + i);
+            } else if (point >= k) { /* ddd000 */
+                for (i = 0; i < k; i++)
+                    b[n++] = (unsigned char)(first + i);
+                for (i = k; i < point; i++)
+                    b[n++] = 10;
+            } else { /* dd.ddd */
+                for (i = 0; i < k; i++) {
+                    if (i == point)
+                        b[n++] = 9;
+                    b[n++] = (unsigned char)(first + i);
+                }
+            }
+            memcpy(&codec__place[k - 1][point + 3], b, sizeof b);
+            codec__place_len[k - 1][point + 3] = (unsigned char)n;
+        }
+    codec__ssse3 = __builtin_cpu_supports("ssse3");
+}
+
+/* The plain layout without a branch on the value: the nine digits of sig
+ * (right-aligned, so independent of its digit count), then one shuffle
+ * and one 16-byte store. */
+__attribute__((target("ssse3"))) static size_t
+codec__layout_ssse3(uint32_t neg, uint32_t sig, int k, int point, char *buf)
+{
+    uint64_t a8 = codec__ascii8(sig % 100000000);
+    uint64_t head = ('0' + sig / 100000000) | (a8 << 8);
+    uint64_t tail = (a8 >> 56) | ((uint64_t)'.' << 8) | ((uint64_t)'0' << 16);
+    __m128i d = _mm_set_epi64x((long long)tail, (long long)head);
+
+    d = _mm_shuffle_epi8(
+        d, _mm_load_si128(&codec__place[k - 1][point + 3]));
+    buf[0] = '-';
+    _mm_storeu_si128((__m128i *)(void *)(buf + neg), d);
+    return neg + codec__place_len[k - 1][point + 3];
+}
+
+#endif
+
+size_t codec_num_layout(float v, uint32_t sig, int e, char *buf)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (sig != 0 && codec__ssse3) {
+        /* |v| = 0.d1..dk * 10^point, k <= 9 */
+        int k = codec__digits(sig), point = k + e;
+        if (point <= 9 && point >= -3)
+            return codec__layout_ssse3(signbit(v) ? 1u : 0u, sig, k, point,
+                                       buf);
+    }
+#endif
+    return codec__format_slow(v, sig, e, buf);
+}
+
+size_t codec_num_format_portable(float v, char *buf)
+{
+    uint32_t sig = 0;
+    int e = 0;
+
+    if (isfinite(v) && v != 0.0f)
+        codec_num_shortest(v, &sig, &e);
+    return codec__format_slow(v, sig, e, buf);
+}
+
 size_t codec_num_format(float v, char *buf)
 {
-    static const uint32_t pow10[10] = {1,      10,      100,      1000,
-                                       10000,  100000,  1000000,  10000000,
-                                       100000000, 1000000000};
-    uint32_t sig, s9;
-    uint64_t lo, d8;
-    int e, k, point;
-    size_t len;
+    uint32_t sig = 0;
+    int e = 0;
 
-    if (!isfinite(v) || v == 0.0f)
-        return codec__format_slow(v, buf);
-    codec_num_shortest(v, &sig, &e);
-    /* |v| = 0.d1..dk * 10^point, k <= 9 */
-    k = 1 + (sig >= 10) + (sig >= 100) + (sig >= 1000) + (sig >= 10000) +
-        (sig >= 100000) + (sig >= 1000000) + (sig >= 10000000) +
-        (sig >= 100000000);
-    point = k + e;
-    if (point > 9 || point < -3)
-        return codec__format_slow(v, buf);
-    len = signbit(v) ? 1 : 0;
-    buf[0] = '-';
-    /* nine digits, the ones past the k-th zero: bytes 0..7 and byte 8 */
-    s9 = sig * pow10[9 - k];
-    lo = (uint64_t)('0' + s9 / 100000000) |
-         (codec__ascii8(s9 % 100000000) << 8);
-    d8 = '0' + s9 % 10;
-    if (point >= k) {
-        /* an integer: the digits, then zeros up to the point (point <= 9,
-         * and the digits past the k-th are zeros already) */
-        memcpy(buf + len, &lo, 8);
-        buf[len + 8] = (char)d8;
-        return len + (size_t)point;
-    }
-    if (point <= 0) {
-        /* 0.000ddd: "0." and -point zeros, then the k digits */
-        const uint64_t zeros = UINT64_C(0x3030303030302e30); /* "0.000000" */
-        memcpy(buf + len, &zeros, 8);
-        len += (size_t)(2 - point);
-        memcpy(buf + len, &lo, 8);
-        buf[len + 8] = (char)d8;
-        return len + (size_t)k;
-    }
-    /* d1..dp.dp+1..dk (1 <= point <= 8): all nine digits, then the ones
-     * from the point on stored again one place to the right, after '.' */
-    {
-        uint64_t tail = (point < 8 ? lo >> (8 * point) : 0) |
-                        (d8 << (8 * (8 - point)));
-        memcpy(buf + len, &lo, 8);
-        memcpy(buf + len + (size_t)point + 1, &tail, 8);
-        buf[len + (size_t)point] = '.';
-        return len + (size_t)k + 1;
-    }
+    if (isfinite(v) && v != 0.0f)
+        codec_num_shortest(v, &sig, &e);
+    return codec_num_layout(v, sig, e, buf);
 }

@@ -20,6 +20,15 @@
  * CODEC_NUM_MAX. */
 size_t codec_num_format(float v, char *buf);
 
+/* codec_num_format of a value whose shortest digits are already known:
+ * sig and exp as codec_num_shortest_n gives them for v (sig 0 for zero and
+ * non-finite values). */
+size_t codec_num_layout(float v, uint32_t sig, int exp, char *buf);
+
+/* codec_num_format without the SSSE3 layout: the same text, for machines
+ * without it and for the tests that compare the two. */
+size_t codec_num_format_portable(float v, char *buf);
+
 /* The C++ shim (codec_num_cc.cc): Debian's dragonbox and fast_float. */
 #ifdef __cplusplus
 extern "C" {
@@ -29,6 +38,9 @@ extern "C" {
 void codec_num_shortest(float v, uint32_t *sig, int *exp);
 /* Nearest float32 / double to the decimal text [first, last), which must be a
  * valid JSON number. Returns 0, or -1 when the text is not all consumed. */
+/* codec_num_shortest of v[0..n), into sig[] and exp[]; sig[i] = 0 (and
+ * exp[i] = 0) where v[i] is zero or not finite. */
+void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp);
 int codec_num_parse_f32(const char *first, const char *last, float *out);
 int codec_num_parse_f64(const char *first, const char *last, double *out);
 #ifdef __cplusplus

@@ -4,6 +4,8 @@
 // to float32/double). Measured against the C alternatives in
 // tests/service/bench_codec.c (make bench-codec). No exceptions, no RTTI,
 // no libstdc++ symbols: the service links it with the C compiler driver.
+#include <cmath>
+
 #include <dragonbox/dragonbox.h>
 #include <fast_float/fast_float.h>
 
@@ -15,6 +17,25 @@ void codec_num_shortest(float v, uint32_t *sig, int *exp)
     auto d = jkj::dragonbox::to_decimal(v, jkj::dragonbox::policy::sign::ignore);
     *sig = d.significand;
     *exp = d.exponent;
+}
+
+void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp)
+{
+    // One call for a run of values: dragonbox inlined in the loop, and the
+    // values' conversions independent of each other, so the core overlaps
+    // them (one value's latency is several times its throughput).
+    for (size_t i = 0; i < n; i++) {
+        float a = v[i];
+        if (a == 0.0f || !std::isfinite(a)) {
+            sig[i] = 0;
+            exp[i] = 0;
+            continue;
+        }
+        auto d = jkj::dragonbox::to_decimal(a,
+                                            jkj::dragonbox::policy::sign::ignore);
+        sig[i] = d.significand;
+        exp[i] = d.exponent;
+    }
 }
 
 int codec_num_parse_f32(const char *first, const char *last, float *out)

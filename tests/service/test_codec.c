@@ -1803,6 +1803,82 @@ START_TEST(test_codec_format_round_trip)
 }
 END_TEST
 
+/* The SSSE3 layout (one shuffle a number, from right-aligned digits) and the
+ * portable one (digit by digit) write the same text: 64K values spread over
+ * each binade from 2^-15 to 2^31 (both ends of the plain notation, whose
+ * regimes change at powers of ten), the floats next to each power of ten in
+ * that span, and 1e6 random bit patterns. The batch call
+ * (codec_num_shortest_n then codec_num_layout) agrees too. */
+static void layouts_agree(const float *v, size_t n)
+{
+    uint32_t sig[64];
+    int ex[64];
+    char a[CODEC_NUM_BUF + 1], b[CODEC_NUM_BUF + 1], c[CODEC_NUM_BUF + 1];
+    size_t i, la, lb, lc;
+
+    ck_assert_uint_le(n, 64);
+    codec_num_shortest_n(v, n, sig, ex);
+    for (i = 0; i < n; i++) {
+        la = codec_num_format(v[i], a);
+        lb = codec_num_format_portable(v[i], b);
+        lc = codec_num_layout(v[i], sig[i], ex[i], c);
+        a[la] = b[lb] = c[lc] = '\0';
+        ck_assert_msg(la == lb && strcmp(a, b) == 0, "%.9g: '%s' vs "
+                      "portable '%s'", (double)v[i], a, b);
+        ck_assert_msg(lc == la && strcmp(a, c) == 0, "%.9g: batch '%s' vs "
+                      "'%s'", (double)v[i], c, a);
+    }
+}
+
+START_TEST(test_codec_format_layouts_agree)
+{
+    float v[64];
+    uint32_t u, s = 0x2545F491u;
+    size_t n = 0, i;
+    int b, k, d;
+
+    for (b = -15; b < 31; b++)
+        for (i = 0; i < 65536; i++) {
+            /* 2^b times 1 + i/65536, both signs */
+            u = (uint32_t)(127 + b) << 23 | (uint32_t)i << 7;
+            u |= (uint32_t)(i & 1) << 31;
+            memcpy(&v[n++], &u, sizeof u);
+            if (n == 64) {
+                layouts_agree(v, n);
+                n = 0;
+            }
+        }
+    for (k = -5; k <= 10; k++) {
+        char text[16];
+        float p;
+        snprintf(text, sizeof text, "1e%d", k);
+        p = strtof(text, NULL);
+        memcpy(&u, &p, sizeof u);
+        for (d = -8; d <= 8; d++) {
+            uint32_t w = u + (uint32_t)d;
+            memcpy(&v[n++], &w, sizeof w);
+        }
+        layouts_agree(v, n);
+        n = 0;
+    }
+    for (i = 0; i < 1000000; i++) {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        memcpy(&v[n++], &s, sizeof s);
+        if (n == 64) {
+            layouts_agree(v, n);
+            n = 0;
+        }
+    }
+    v[0] = 0.0f;
+    v[1] = -0.0f;
+    v[2] = INFINITY;
+    v[3] = NAN;
+    layouts_agree(v, 4);
+}
+END_TEST
+
 /* The number reader (one-pass fast path and fast_float fallback) is
  * correctly rounded: 1e6 random decimals of 1 to 21 significant digits, a
  * random decimal point and exponent, read exactly like glibc's strtof (which
@@ -2256,6 +2332,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_limits_maps_before_alloc);
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
+    tcase_add_test(tc, test_codec_format_layouts_agree);
     tcase_add_test(tc, test_codec_numbers_correctly_rounded);
     tcase_add_test(tc, test_codec_row_reader);
     tcase_add_test(tc, test_codec_format_shortest);
