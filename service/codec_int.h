@@ -262,6 +262,11 @@ static inline int codec_json_number_fast(const char *p, const char *end,
 size_t codec_json_row(const char **pp, const char *end, float *out,
                       size_t room);
 
+/* For tests: limits codec_json_row to the loops up to isa (2: AVX-512 then
+ * SSSE3, 1: SSSE3, 0: none, when the CPU has them; a negative isa: all it
+ * has). Returns the level now in use. */
+int codec__row_isa(int isa);
+
 /* Like codec_json_number but to the nearest double. */
 int codec_json_number_d(codec_reader *r, double *out, codec_error *err);
 

@@ -13,7 +13,8 @@
  * rounding that to float is correct unless it sits exactly on a float
  * midpoint. Midpoints, exponents, whitespace, leading zeros, numbers of
  * more than fifteen bytes and the body's last 96 bytes are left to the
- * general reader (codec_json_number). */
+ * general reader (codec_json_number). On CPUs with AVX-512 (VBMI2), whole
+ * 64-byte blocks of such numbers are read together first (below). */
 #include "codec_int.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -156,15 +157,186 @@ stop:
     return k;
 }
 
+/* -- AVX-512: the separators, points, signs and digits of 64 bytes are
+ * classified once, the JSON grammar of every number in them checked with a
+ * few operations on those masks, and the digits of all the numbers packed
+ * together (vpcompressb). Each number then costs its extent, two popcounts,
+ * one byte permutation (vpermb) that right-aligns its digits and four
+ * multiply-adds. With w1's rows, 15% less time than the SSSE3 loop (0.117
+ * against 0.138 ms for 17,408 numbers, best of 3000). */
+
+#define CODEC__ROW512_TARGET                                                  \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,"            \
+                          "avx512vbmi2,bmi,bmi2,popcnt")))
+
+/* Bit i set where the byte at p + i equals c, for i in [0, 64). */
+CODEC__ROW512_TARGET static inline uint64_t codec__eq64(__m512i v, char c)
+{
+    return _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(c));
+}
+
+/* Reads the numbers of whole 64-byte blocks from *pp while every number of
+ * a block is one codec__row_one would take (other than by length); stops
+ * at the first block that holds anything else, leaving it to the SSSE3
+ * loop. Same contract as codec__row_ssse3. */
+CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
+                                                     const char *end,
+                                                     float *out, size_t room)
+{
+    static const float pow10f[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
+                                     1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
+    const __m512i iota = _mm512_set_epi8(
+        63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47,
+        46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30,
+        29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13,
+        12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const char *s = *pp, *done = *pp;
+    size_t k = 0;
+
+    while (end - s >= 64 && k < room) {
+        __m512i v = _mm512_loadu_si512((const void *)s);
+        __m512i x = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));
+        uint64_t dg = _mm512_cmple_epu8_mask(x, _mm512_set1_epi8(9));
+        uint64_t pt = codec__eq64(v, '.'), mn = codec__eq64(v, '-');
+        uint64_t cl = codec__eq64(v, ']');
+        uint64_t ends = codec__eq64(v, ',') | cl, w, st, first, dots;
+        size_t cap = room - k;
+        unsigned o = 0, from = 0;
+
+        if (cl)
+            ends &= ((cl & -cl) << 1) - 1; /* up to the row's ']' */
+        if ((size_t)__builtin_popcountll(ends) > cap)
+            ends &= (_pdep_u64(UINT64_C(1) << (cap - 1), ends) << 1) - 1;
+        if (ends == 0)
+            break; /* a number longer than the block */
+        w = ends >> 63 ? ~UINT64_C(0)
+                       : (UINT64_C(2) << (63 - __builtin_clzll(ends))) - 1;
+        dg &= w;
+        pt &= w;
+        mn &= w;
+        st = ((ends << 1) | 1) & w;           /* first byte of each number */
+        first = (st & ~mn) | ((st & mn) << 1); /* its first digit's place */
+        dots = _pext_u64(pt, pt | ends);      /* points in separator order */
+        if ((w & ~(dg | pt | mn | ends)) != 0 || /* another byte */
+            (mn & ~st) != 0 ||                   /* a sign not first */
+            (first & ~dg) != 0 || /* no digit first (empty, ".5", "-,") */
+            ((pt << 1) & ~dg) != 0 ||  /* no digit after a point (one
+                                          before it: the first-digit and
+                                          two-point tests) */
+            (dots & (dots >> 1)) != 0 || /* two points in one number */
+            (first & codec__eq64(v, '0') & (dg >> 1)) != 0) /* "01" */
+            break;
+        /* the digit values of the block's numbers, packed in order */
+        x = _mm512_maskz_compress_epi8(dg, x);
+        while (ends) {
+            unsigned e = (unsigned)__builtin_ctzll(ends);
+            uint64_t ext = ((UINT64_C(1) << e) - 1) & ~((UINT64_C(1) << from) - 1);
+            uint64_t dx = dg & ext, p1 = pt & ext;
+            unsigned c = (unsigned)__builtin_popcountll(dx);
+            unsigned f = (unsigned)__builtin_popcountll(dx & ~((p1 << 1) - 1));
+            unsigned neg = (unsigned)(mn >> from) & 1;
+            __m128i t;
+            uint64_t two, mant;
+            uint32_t fbits;
+            float fv;
+
+            if (c > 15)
+                goto stop; /* mantissa beyond 2^53: the SSSE3 loop refuses it
+                              too, and the general reader takes it */
+            /* its c digit values right-aligned in 16 bytes, zeros before:
+             * lane j takes packed byte o + c - 16 + j */
+            t = _mm512_castsi512_si128(_mm512_maskz_permutexvar_epi8(
+                (__mmask64)(0xFFFFu << (16 - c)) & 0xFFFF,
+                _mm512_add_epi8(iota, _mm512_set1_epi8((char)(o + c - 16))),
+                x));
+            t = _mm_maddubs_epi16(t, _mm_set1_epi16(0x010A));
+            t = _mm_madd_epi16(t, _mm_set1_epi32(0x00010064));
+            t = _mm_packus_epi32(t, t);
+            t = _mm_madd_epi16(t, _mm_set1_epi32(0x00012710));
+            two = (uint64_t)_mm_cvtsi128_si64(t);
+            mant = (two & 0xFFFFFFFFu) * 100000000u + (two >> 32);
+            if (mant < (UINT64_C(1) << 24) && f <= 10) {
+                fv = (float)(uint32_t)mant / pow10f[f];
+            } else if (!codec__f32_of_exact((double)mant / codec__pow10[f],
+                                            &fv)) {
+                goto stop; /* a float midpoint */
+            }
+            memcpy(&fbits, &fv, sizeof fbits);
+            fbits ^= (uint32_t)neg << 31;
+            memcpy(out + k, &fbits, sizeof fbits);
+            k++;
+            done = s + e;
+            o += c;
+            from = e + 1;
+            ends &= ends - 1;
+        }
+        if (*done != ',' || k == room)
+            break;
+        s = done + 1;
+    }
+stop:
+    *pp = done;
+    return k;
+}
+
+/* The loops this CPU has: 2 AVX-512 (then SSSE3), 1 SSSE3, 0 none; and the
+ * ones in use, which tests may lower (codec__row_isa). */
+static int codec__row_have, codec__row_use;
+
+__attribute__((constructor)) static void codec__row_cpu(void)
+{
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("ssse3"))
+        codec__row_have = 0;
+    else if (__builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vbmi") &&
+             __builtin_cpu_supports("avx512vbmi2") &&
+             __builtin_cpu_supports("bmi2") &&
+             __builtin_cpu_supports("popcnt"))
+        codec__row_have = 2;
+    else
+        codec__row_have = 1;
+    codec__row_use = codec__row_have;
+}
+
+int codec__row_isa(int isa)
+{
+    codec__row_use = isa < 0 || isa > codec__row_have ? codec__row_have : isa;
+    return codec__row_use;
+}
+
 size_t codec_json_row(const char **pp, const char *end, float *out,
                       size_t room)
 {
-    if (!__builtin_cpu_supports("ssse3"))
+    size_t k, more;
+    const char *q;
+
+    if (codec__row_use == 0)
         return 0;
-    return codec__row_ssse3(pp, end, out, room);
+    if (codec__row_use == 1)
+        return codec__row_ssse3(pp, end, out, room);
+    k = codec__row_avx512(pp, end, out, room);
+    if (k == 0)
+        return codec__row_ssse3(pp, end, out, room);
+    if (k == room || **pp != ',')
+        return k;
+    /* the rest of the row, from the block the AVX-512 loop left, one number
+     * at a time up to whatever stopped it */
+    q = *pp + 1;
+    more = codec__row_ssse3(&q, end, out + k, room - k);
+    if (more > 0)
+        *pp = q;
+    return k + more;
 }
 
 #else
+
+int codec__row_isa(int isa)
+{
+    (void)isa;
+    return 0;
+}
 
 size_t codec_json_row(const char **pp, const char *end, float *out,
                       size_t room)

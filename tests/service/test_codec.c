@@ -1963,8 +1963,30 @@ START_TEST(test_codec_numbers_correctly_rounded)
 }
 END_TEST
 
-/* The row reader (codec_row.c) takes exactly the short plain decimals and
- * reads them like strtof: rows of random numbers of 1 to 16 bytes (sign,
+/* -?(0|[1-9][0-9]*)(\.[0-9]+)? : the JSON numbers without an exponent. */
+static int plain_json_number(const char *t)
+{
+    if (*t == '-')
+        t++;
+    if (*t == '0')
+        t++;
+    else if (*t >= '1' && *t <= '9')
+        while (*t >= '0' && *t <= '9')
+            t++;
+    else
+        return 0;
+    if (*t == '.') {
+        t++;
+        if (!(*t >= '0' && *t <= '9'))
+            return 0;
+        while (*t >= '0' && *t <= '9')
+            t++;
+    }
+    return *t == '\0';
+}
+
+/* The row reader (codec_row.c), with each of its loops this CPU has, takes
+ * exactly the short plain decimals and reads them like strtof: rows of random numbers of 1 to 16 bytes (sign,
  * digits, point anywhere, leading zeros, exponents, doubled points, lone
  * signs) in random spacing; whatever it takes must equal strtof bit for
  * bit and end just before a ',' or ']'; a valid short number it refuses
@@ -1975,9 +1997,13 @@ START_TEST(test_codec_row_reader)
     static char buf[8192];
     float out[512];
     size_t starts[512], ends[512];
-    int round, taken_total = 0;
+    int round, taken_total = 0, isa = codec__row_isa(-1);
 
-    for (round = 0; round < 20000; round++) {
+    /* every loop this CPU has: AVX-512 (with SSSE3 after it), SSSE3 alone */
+    ck_assert_int_ge(isa, 1);
+    for (round = 0; round < 20000 * isa; round++) {
+        if (round % 20000 == 0)
+            codec__row_isa(isa - round / 20000);
         size_t n = 0, count = 0, k, i;
         const char *p;
         while (count < 40 && n < sizeof buf - 200) {
@@ -2005,6 +2031,17 @@ START_TEST(test_codec_row_reader)
             case 2: buf[n++] = ' '; break;
             case 3: n = starts[count]; buf[n++] = '-'; break;
             case 4: buf[n++] = '.'; buf[n++] = '5'; break;
+            case 5: buf[n++] = '-'; buf[n++] = '1'; break; /* "12-1" */
+            case 6: /* ".5" or "-.5": no digit before the point */
+                n = starts[count];
+                if (st & 1)
+                    buf[n++] = '-';
+                buf[n++] = '.';
+                buf[n++] = '5';
+                break;
+            case 7: n = starts[count]; buf[n++] = '-'; buf[n++] = '-';
+                    buf[n++] = '2'; break; /* "--2" */
+            case 8: buf[n++] = '.'; buf[n++] = '.'; buf[n++] = '3'; break;
             default: break;
             }
             ends[count] = n;
@@ -2038,6 +2075,8 @@ START_TEST(test_codec_row_reader)
                             one[(one[0] == '-') + 1] >= '0' &&
                             one[(one[0] == '-') + 1] <= '9'),
                           "'%s' taken with a leading zero", one);
+            ck_assert_msg(plain_json_number(one), "'%s' taken, not a JSON "
+                          "number", one);
         }
         taken_total += (int)k;
         /* the number it stopped at, when it is valid, short, followed by a
@@ -2071,7 +2110,8 @@ START_TEST(test_codec_row_reader)
             }
         }
     }
-    ck_assert_int_gt(taken_total, 50000);
+    codec__row_isa(-1);
+    ck_assert_int_gt(taken_total, 50000 * isa);
 }
 END_TEST
 
