@@ -53,6 +53,8 @@ struct codec_writer {
     char *par;       /* [tasks][CODEC__PAR_CHUNK * CODEC__VALUE_MAX] */
     size_t *par_len; /* [tasks]: bytes each task wrote */
     size_t par_tasks;
+    size_t par_next, par_done; /* chunks of the last batch: next to serve,
+                                  formatted */
     char *stage;     /* CODEC__STAGE bytes, or the tasks' output */
     size_t stage_len, stage_off;
     char stage_own[CODEC__STAGE];
@@ -356,29 +358,25 @@ static void codec__par_task(void *arg, size_t i, size_t worker)
 
 /* Emits values of a JSON segment into the stage while room remains. A
  * large segment, with the pool at hand, is formatted a batch of chunks at a
- * time on the pool, and the batch becomes the stage. */
+ * time on the pool, and each chunk of the batch becomes the stage in turn. */
 static void codec__fill_json(codec_writer *w, codec__seg *s)
 {
     size_t room = (CODEC__STAGE - w->stage_len) / CODEC__VALUE_MAX, n;
 
     if (w->par != NULL && s->len >= CODEC__PAR_MIN && w->stage_len == 0) {
-        size_t left = s->len - w->pos, tasks, off = 0;
+        size_t left = s->len - w->pos, tasks;
         tasks = (left + CODEC__PAR_CHUNK - 1) / CODEC__PAR_CHUNK;
         if (tasks > w->par_tasks)
             tasks = w->par_tasks;
         w->exec->run(w->exec->ctx, tasks, codec__par_task, w);
-        /* the chunks, in order, packed behind the first */
-        for (size_t i = 0; i < tasks; i++) {
-            memmove(w->par + off,
-                    w->par + i * (CODEC__PAR_CHUNK * CODEC__VALUE_MAX),
-                    w->par_len[i]);
-            off += w->par_len[i];
-        }
         w->pos += tasks * CODEC__PAR_CHUNK;
         if (w->pos > s->len)
             w->pos = s->len;
+        /* the chunks become the stage in turn (codec_writer_read) */
         w->stage = w->par;
-        w->stage_len = off;
+        w->stage_len = w->par_len[0];
+        w->par_next = 1;
+        w->par_done = tasks;
         return;
     }
     n = s->len - w->pos < room ? s->len - w->pos : room;
@@ -436,6 +434,13 @@ size_t codec_writer_read(codec_writer *w, char *buf, size_t cap)
     size_t n = 0, k;
 
     while (n < cap) {
+        if (w->stage_off == w->stage_len && w->par_next < w->par_done) {
+            /* the next chunk of a batch formatted on the pool */
+            w->stage = w->par + w->par_next * (CODEC__PAR_CHUNK *
+                                               CODEC__VALUE_MAX);
+            w->stage_len = w->par_len[w->par_next++];
+            w->stage_off = 0;
+        }
         if (w->stage_off == w->stage_len) {
             codec__fill(w);
             if (w->stage_len == 0)
