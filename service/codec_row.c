@@ -199,9 +199,10 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
         uint64_t dg = _mm512_cmple_epu8_mask(x, _mm512_set1_epi8(9));
         uint64_t pt = codec__eq64(v, '.'), mn = codec__eq64(v, '-');
         uint64_t cl = codec__eq64(v, ']');
-        uint64_t ends = codec__eq64(v, ',') | cl, w, st, first, dots;
+        uint64_t ends = codec__eq64(v, ',') | cl, w, st, first, dots, frac,
+                 negs;
         size_t cap = room - k;
-        unsigned o = 0, from = 0;
+        unsigned o = 0, fo = 0;
 
         if (cl)
             ends &= ((cl & -cl) << 1) - 1; /* up to the row's ']' */
@@ -226,15 +227,18 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
             (dots & (dots >> 1)) != 0 || /* two points in one number */
             (first & codec__eq64(v, '0') & (dg >> 1)) != 0) /* "01" */
             break;
-        /* the digit values of the block's numbers, packed in order */
+        /* the digit values of the block's numbers, packed in order; the
+         * digits after a point (ends - (pt << 1): each point's next digit
+         * borrows from its number's end); the signs in number order */
         x = _mm512_maskz_compress_epi8(dg, x);
+        frac = (ends - (pt << 1)) & dg;
+        negs = _pext_u64(mn, st);
         while (ends) {
             unsigned e = (unsigned)__builtin_ctzll(ends);
-            uint64_t ext = ((UINT64_C(1) << e) - 1) & ~((UINT64_C(1) << from) - 1);
-            uint64_t dx = dg & ext, p1 = pt & ext;
-            unsigned c = (unsigned)__builtin_popcountll(dx);
-            unsigned f = (unsigned)__builtin_popcountll(dx & ~((p1 << 1) - 1));
-            unsigned neg = (unsigned)(mn >> from) & 1;
+            /* digits (and decimals) up to this number's end, so far */
+            unsigned to = (unsigned)__builtin_popcountll(_bzhi_u64(dg, e));
+            unsigned fto = (unsigned)__builtin_popcountll(_bzhi_u64(frac, e));
+            unsigned c = to - o, f = fto - fo;
             __m128i t;
             uint64_t two, mant;
             uint32_t fbits;
@@ -244,11 +248,10 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
                 goto stop; /* mantissa beyond 2^53: the SSSE3 loop refuses it
                               too, and the general reader takes it */
             /* its c digit values right-aligned in 16 bytes, zeros before:
-             * lane j takes packed byte o + c - 16 + j */
+             * lane j takes packed byte to - 16 + j */
             t = _mm512_castsi512_si128(_mm512_maskz_permutexvar_epi8(
                 (__mmask64)(0xFFFFu << (16 - c)) & 0xFFFF,
-                _mm512_add_epi8(iota, _mm512_set1_epi8((char)(o + c - 16))),
-                x));
+                _mm512_add_epi8(iota, _mm512_set1_epi8((char)(to - 16))), x));
             t = _mm_maddubs_epi16(t, _mm_set1_epi16(0x010A));
             t = _mm_madd_epi16(t, _mm_set1_epi32(0x00010064));
             t = _mm_packus_epi32(t, t);
@@ -262,12 +265,13 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
                 goto stop; /* a float midpoint */
             }
             memcpy(&fbits, &fv, sizeof fbits);
-            fbits ^= (uint32_t)neg << 31;
+            fbits ^= (uint32_t)(negs & 1) << 31;
             memcpy(out + k, &fbits, sizeof fbits);
             k++;
             done = s + e;
-            o += c;
-            from = e + 1;
+            o = to;
+            fo = fto;
+            negs >>= 1;
             ends &= ends - 1;
         }
         if (*done != ',' || k == room)
