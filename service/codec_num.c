@@ -209,22 +209,30 @@ size_t codec_num_layout(float v, uint32_t sig, int e, char *buf)
     return codec__format_slow(v, sig, e, buf);
 }
 
-size_t codec_num_format_portable(float v, char *buf)
+/* The shortest digits of v as codec_num_shortest_n gives them: sig 0 (and
+ * *e 0) for zero and non-finite values. */
+static uint32_t codec__shortest(float v, int *e)
 {
     uint32_t sig = 0;
-    int e = 0;
 
+    *e = 0;
     if (isfinite(v) && v != 0.0f)
-        codec_num_shortest(v, &sig, &e);
+        codec_num_shortest(v, &sig, e);
+    return sig;
+}
+
+size_t codec_num_format_portable(float v, char *buf)
+{
+    int e;
+    uint32_t sig = codec__shortest(v, &e);
+
     return codec__format_slow(v, sig, e, buf);
 }
 
 size_t codec_num_format(float v, char *buf)
 {
-    uint32_t sig = 0;
-    int e = 0;
+    int e;
+    uint32_t sig = codec__shortest(v, &e);
 
-    if (isfinite(v) && v != 0.0f)
-        codec_num_shortest(v, &sig, &e);
     return codec_num_layout(v, sig, e, buf);
 }
