@@ -210,20 +210,11 @@ codec_writer *codec_writer_new(codec_request *req)
     memset(w, 0, offsetof(codec_writer, stage_own));
     w->req = req;
     w->stage = w->stage_own;
-    /* Parallel formatting needs a pool of two or more workers; without the
-     * memory for its buffers the writer simply stays on one thread. */
+    /* Parallel formatting needs a pool of two or more workers, and its
+     * buffers (codec__par_buffers) only a segment large enough for it. */
     if (req->exec != NULL && req->exec->workers > 1 && !req->base64_out) {
         w->par_tasks = 2 * req->exec->workers;
-        w->par = malloc(w->par_tasks * CODEC__PAR_CHUNK * CODEC__VALUE_MAX);
-        w->par_len = malloc(w->par_tasks * sizeof *w->par_len);
-        if (w->par == NULL || w->par_len == NULL) {
-            free(w->par);
-            free(w->par_len);
-            w->par = NULL;
-            w->par_len = NULL;
-        } else {
-            w->exec = req->exec;
-        }
+        w->exec = req->exec;
     }
     p = &req->p;
     d = &p->dims;
@@ -356,6 +347,28 @@ static void codec__par_task(void *arg, size_t i, size_t worker)
     w->par_len[i] = (size_t)(codec__json_range(s, from, to, o) - o);
 }
 
+/* 1 when the parallel fill's buffers are there (allocated on first use:
+ * 1.4 MiB with two workers, which most responses never need); 0 when the
+ * writer has no pool or no memory for them, and stays on one thread. */
+static int codec__par_buffers(codec_writer *w)
+{
+    if (w->par != NULL)
+        return 1;
+    if (w->exec == NULL)
+        return 0;
+    w->par = malloc(w->par_tasks * CODEC__PAR_CHUNK * CODEC__VALUE_MAX);
+    w->par_len = malloc(w->par_tasks * sizeof *w->par_len);
+    if (w->par == NULL || w->par_len == NULL) {
+        free(w->par);
+        free(w->par_len);
+        w->par = NULL;
+        w->par_len = NULL;
+        w->exec = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 /* Emits values of a JSON segment into the stage while room remains. A
  * large segment, with the pool at hand, is formatted a batch of chunks at a
  * time on the pool, and each chunk of the batch becomes the stage in turn. */
@@ -363,7 +376,8 @@ static void codec__fill_json(codec_writer *w, codec__seg *s)
 {
     size_t room = (CODEC__STAGE - w->stage_len) / CODEC__VALUE_MAX, n;
 
-    if (w->par != NULL && s->len >= CODEC__PAR_MIN && w->stage_len == 0) {
+    if (s->len >= CODEC__PAR_MIN && w->stage_len == 0 &&
+        codec__par_buffers(w)) {
         size_t left = s->len - w->pos, tasks;
         tasks = (left + CODEC__PAR_CHUNK - 1) / CODEC__PAR_CHUNK;
         if (tasks > w->par_tasks)

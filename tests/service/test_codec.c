@@ -2342,6 +2342,52 @@ START_TEST(test_codec_alloc_failure)
     free(json);
 }
 END_TEST
+
+/* A map large enough for the parallel fill, whose buffers the writer
+ * allocates on first use: when that allocation fails, the body is written
+ * on one thread, byte for byte the same. */
+START_TEST(test_codec_alloc_parallel_buffers)
+{
+    spec sp = {.B = 1, .n = 130, .d_model = 8, .h = 4, .g = 2, .d_k = 2,
+               .d_v = 2};
+    const attn_executor rev = {reverse_run, 3, NULL};
+    char *json = build_request(&sp), *a, *b;
+    codec_request *r1 = parse_ok(json), *r2 = parse_ok(json);
+    codec_error err = {0};
+    codec_writer *w1, *w2;
+    size_t la, lb;
+
+    ck_assert_int_eq(codec_run(r1, &rev, &err, NULL), 0);
+    ck_assert_int_eq(codec_run(r2, &rev, &err, NULL), 0);
+    r2->elapsed_ms = r1->elapsed_ms;
+    w1 = codec_writer_new(r1);
+    w2 = codec_writer_new(r2);
+    ck_assert_ptr_nonnull(w1);
+    ck_assert_ptr_nonnull(w2);
+    a = drain_writer(w1, &la);
+    ck_assert(la > 65536 * 2); /* a map for the parallel fill */
+    b = __real_malloc(la + 1);
+    lb = 0;
+    alloc_seen = 0;
+    alloc_fail_at = 0; /* the buffers' allocation fails */
+    {
+        size_t got;
+        while (lb < la && (got = codec_writer_read(w2, b + lb,
+                                                    la - lb < 4096 ? la - lb
+                                                                   : 4096)) > 0)
+            lb += got;
+    }
+    alloc_fail_at = -1;
+    ck_assert_int_ge(alloc_seen, 1); /* it was tried */
+    ck_assert_uint_eq(lb, la);
+    ck_assert(memcmp(a, b, la) == 0);
+    codec_writer_free(w1);
+    codec_writer_free(w2);
+    free(a);
+    free(b);
+    free(json);
+}
+END_TEST
 #endif
 
 Suite *codec_suite(void)
@@ -2386,6 +2432,7 @@ Suite *codec_suite(void)
     tc = tcase_create("alloc");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_codec_alloc_failure);
+    tcase_add_test(tc, test_codec_alloc_parallel_buffers);
     suite_add_tcase(s, tc);
 #endif
     return s;
