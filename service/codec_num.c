@@ -172,6 +172,7 @@ __attribute__((constructor)) static void codec__place_init(void)
             memcpy(&codec__place[k - 1][point + 3], b, sizeof b);
             codec__place_len[k - 1][point + 3] = (unsigned char)n;
         }
+    __builtin_cpu_init(); /* a constructor may run before libgcc's */
     codec__ssse3 = __builtin_cpu_supports("ssse3");
 }
 
