@@ -36,11 +36,11 @@ extern "C" {
 /* Shortest decimal significand and exponent of a finite, nonzero |v|:
  * |v| == *sig * 10^*exp, read back exactly. */
 void codec_num_shortest(float v, uint32_t *sig, int *exp);
-/* Nearest float32 / double to the decimal text [first, last), which must be a
- * valid JSON number. Returns 0, or -1 when the text is not all consumed. */
 /* codec_num_shortest of v[0..n), into sig[] and exp[]; sig[i] = 0 (and
  * exp[i] = 0) where v[i] is zero or not finite. */
 void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp);
+/* Nearest float32 / double to the decimal text [first, last), which must be a
+ * valid JSON number. Returns 0, or -1 when the text is not all consumed. */
 int codec_num_parse_f32(const char *first, const char *last, float *out);
 int codec_num_parse_f64(const char *first, const char *last, double *out);
 #ifdef __cplusplus

@@ -40,7 +40,7 @@ typedef struct codec__seg {
  * 30 ns a value, so a 3-million-value map would take 0.1 s on one thread. */
 #define CODEC__PAR_MIN 65536
 /* Values whose shortest digits are found in one call (codec_num_shortest_n)
- * before they are laid out: the conversions of a run overlap in the core. */
+ * before the layout writes them one by one. */
 #define CODEC__DIGITS_RUN 64
 #define CODEC__PAR_CHUNK 8192
 
