@@ -27,6 +27,29 @@
 static const float codec__pow10f[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
                                         1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
 
+/* Stores the float nearest to (neg ? -1 : 1) * mant / 10^f (mant < 2^53,
+ * f <= 15) at out: 1, or 0 when that decimal is a float midpoint (the
+ * general reader decides those). Both row loops end with it. */
+static inline int codec__row_value(uint64_t mant, unsigned f, unsigned neg,
+                                   float *out)
+{
+    uint32_t fbits;
+    float fv;
+
+    if (mant < (UINT64_C(1) << 24) && f <= 10) {
+        /* both exact floats: one float division rounds correctly */
+        fv = (float)(uint32_t)mant / codec__pow10f[f];
+    } else if (!codec__f32_of_exact((double)mant / codec__pow10[f], &fv)) {
+        /* zero passes (bits 0); no nonzero value here is below 1e-13 */
+        return 0;
+    }
+    /* the sign as a bit, not a branch: signs are random in real weights */
+    memcpy(&fbits, &fv, sizeof fbits);
+    fbits ^= (uint32_t)neg << 31;
+    memcpy(out, &fbits, sizeof fbits);
+    return 1;
+}
+
 /* codec__row_pack[neg][a][L]: the shuffle that gathers the L digits of a
  * number with a sign byte (neg), a integer digits and a point after them
  * (when L > a): lanes 0-7 take its last eight digits and lanes 8-15 the
@@ -70,9 +93,7 @@ CODEC__ROW_TARGET static inline int codec__row_one(const char *p,
     unsigned body = (1u << len) - (1u << neg); /* lanes after the sign */
     unsigned a, f, q;
     uint64_t mant;
-    uint32_t fbits;
     __m128i t;
-    float fv;
 
     if (((dig | dot) & body) != body)
         return 0;
@@ -96,18 +117,7 @@ CODEC__ROW_TARGET static inline int codec__row_one(const char *p,
     if (a + f > 8)
         mant += (uint64_t)100000000u * codec__swar8(
             (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(t, t)));
-    if (mant < (UINT64_C(1) << 24) && f <= 10) {
-        /* both exact floats: one float division rounds correctly */
-        fv = (float)(uint32_t)mant / codec__pow10f[f];
-    } else if (!codec__f32_of_exact((double)mant / codec__pow10[f], &fv)) {
-        /* zero passes (bits 0); no nonzero value here is below 1e-13 */
-        return 0;
-    }
-    /* the sign as a bit, not a branch: signs are random in real weights */
-    memcpy(&fbits, &fv, sizeof fbits);
-    fbits ^= (uint32_t)neg << 31;
-    memcpy(out, &fbits, sizeof fbits);
-    return 1;
+    return codec__row_value(mant, f, neg, out);
 }
 
 /* Bit i set when p[i] is ',' or ']', for i in [0, 64). */
@@ -244,8 +254,6 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
             unsigned c = to - o, f = fto - fo;
             __m128i t;
             uint64_t two, mant;
-            uint32_t fbits;
-            float fv;
 
             if (c > 15)
                 goto stop; /* mantissa beyond 2^53: the SSSE3 loop refuses it
@@ -261,15 +269,8 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
             t = _mm_madd_epi16(t, _mm_set1_epi32(0x00012710));
             two = (uint64_t)_mm_cvtsi128_si64(t);
             mant = (two & 0xFFFFFFFFu) * 100000000u + (two >> 32);
-            if (mant < (UINT64_C(1) << 24) && f <= 10) {
-                fv = (float)(uint32_t)mant / codec__pow10f[f];
-            } else if (!codec__f32_of_exact((double)mant / codec__pow10[f],
-                                            &fv)) {
+            if (!codec__row_value(mant, f, (unsigned)(negs & 1), out + k))
                 goto stop; /* a float midpoint */
-            }
-            memcpy(&fbits, &fv, sizeof fbits);
-            fbits ^= (uint32_t)(negs & 1) << 31;
-            memcpy(out + k, &fbits, sizeof fbits);
             k++;
             done = s + e;
             o = to;
