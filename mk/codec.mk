@@ -53,8 +53,13 @@ $(BUILD)/bench_codec: $(BUILD)/obj/tests/bench/bench_codec.o \
                       $(CODEC_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS)
 
-.PHONY: test-codec test-codec-alloc test-codec-alloc-asan bench-codec
-TEST_TARGETS += test-codec-alloc test-codec-alloc-asan
+$(BUILD)/shortest_all: $(BUILD)/obj/tests/service/shortest_all.o \
+                       $(CODEC_OBJS) $(BUILD)/libattn.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS)
+
+.PHONY: test-codec test-codec-alloc test-codec-alloc-asan bench-codec \
+        test-shortest-all
+TEST_TARGETS += test-codec-alloc test-codec-alloc-asan test-shortest-all
 
 # Every codec case (the service runner runs them too, in test-service).
 test-codec: $(BUILD)/test_codec
@@ -68,6 +73,11 @@ test-codec-alloc: $(BUILD)/test_codec
 
 test-codec-alloc-asan:
 	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 test-codec-alloc
+
+# The AVX-512 shortest-digit loop against dragonbox on all 2^32 float32
+# bit patterns (tests/service/shortest_all.c), in the optimized build only.
+test-shortest-all: $(BUILD)/shortest_all
+	$(BUILD)/shortest_all
 
 # Not a test: prints parse and format costs, never fails on a time.
 bench-codec: $(BUILD)/bench_codec

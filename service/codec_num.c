@@ -143,7 +143,7 @@ static inline __attribute__((always_inline)) uint64_t codec__ascii8(uint32_t x)
  * past the text get 0x80 (zero bytes, scratch the caller writes over). */
 static __m128i codec__place[9][13];
 static unsigned char codec__place_len[9][13];
-static int codec__ssse3;
+static int codec__ssse3, codec__avx512;
 
 __attribute__((constructor)) static void codec__place_init(void)
 {
@@ -178,6 +178,8 @@ __attribute__((constructor)) static void codec__place_init(void)
         }
     __builtin_cpu_init(); /* a constructor may run before libgcc's */
     codec__ssse3 = __builtin_cpu_supports("ssse3");
+    codec__avx512 = __builtin_cpu_supports("avx512f") &&
+                    __builtin_cpu_supports("avx512vl");
 }
 
 /* The plain layout without a branch on the value: the nine digits of sig
@@ -198,7 +200,200 @@ codec__layout_ssse3(uint32_t neg, uint32_t sig, int k, int point, char *buf)
     return neg + codec__place_len[k - 1][point + 3];
 }
 
+/* The shortest digits of eight floats at once, in the eight 64-bit lanes of
+ * an AVX-512 register: Giulietti's Schubfach ("The Schubfach way to render
+ * doubles", 2020) for float32, every branch a mask. The same digits as
+ * dragonbox (ties to even, trailing zeros removed): tests/service/
+ * shortest_all.c compares the two on every float32 in make test. With v =
+ * c * 2^q, k = floor(log10 2^q) (of 3/4 2^q where the float below is
+ * closer) and h in [1, 4], the three scaled bounds c * 10^-k * 2^h for
+ * c - 1/2, c and c + 1/2 are each rounded to odd from one 32 x 64-bit
+ * product, with g = codec__pow10_g[-k + 31] (tools/gen_pow10_g.py). Of the
+ * integers the interval holds, the one with a digit fewer wins when there is
+ * one, else the one nearer to v. */
+static const uint64_t codec__pow10_g[77] = {
+    UINT64_C(0x81CEB32C4B43FCF5), UINT64_C(0xA2425FF75E14FC32),
+    UINT64_C(0xCAD2F7F5359A3B3F), UINT64_C(0xFD87B5F28300CA0E),
+    UINT64_C(0x9E74D1B791E07E49), UINT64_C(0xC612062576589DDB),
+    UINT64_C(0xF79687AED3EEC552), UINT64_C(0x9ABE14CD44753B53),
+    UINT64_C(0xC16D9A0095928A28), UINT64_C(0xF1C90080BAF72CB2),
+    UINT64_C(0x971DA05074DA7BEF), UINT64_C(0xBCE5086492111AEB),
+    UINT64_C(0xEC1E4A7DB69561A6), UINT64_C(0x9392EE8E921D5D08),
+    UINT64_C(0xB877AA3236A4B44A), UINT64_C(0xE69594BEC44DE15C),
+    UINT64_C(0x901D7CF73AB0ACDA), UINT64_C(0xB424DC35095CD810),
+    UINT64_C(0xE12E13424BB40E14), UINT64_C(0x8CBCCC096F5088CC),
+    UINT64_C(0xAFEBFF0BCB24AAFF), UINT64_C(0xDBE6FECEBDEDD5BF),
+    UINT64_C(0x89705F4136B4A598), UINT64_C(0xABCC77118461CEFD),
+    UINT64_C(0xD6BF94D5E57A42BD), UINT64_C(0x8637BD05AF6C69B6),
+    UINT64_C(0xA7C5AC471B478424), UINT64_C(0xD1B71758E219652C),
+    UINT64_C(0x83126E978D4FDF3C), UINT64_C(0xA3D70A3D70A3D70B),
+    UINT64_C(0xCCCCCCCCCCCCCCCD), UINT64_C(0x8000000000000001),
+    UINT64_C(0xA000000000000001), UINT64_C(0xC800000000000001),
+    UINT64_C(0xFA00000000000001), UINT64_C(0x9C40000000000001),
+    UINT64_C(0xC350000000000001), UINT64_C(0xF424000000000001),
+    UINT64_C(0x9896800000000001), UINT64_C(0xBEBC200000000001),
+    UINT64_C(0xEE6B280000000001), UINT64_C(0x9502F90000000001),
+    UINT64_C(0xBA43B74000000001), UINT64_C(0xE8D4A51000000001),
+    UINT64_C(0x9184E72A00000001), UINT64_C(0xB5E620F480000001),
+    UINT64_C(0xE35FA931A0000001), UINT64_C(0x8E1BC9BF04000001),
+    UINT64_C(0xB1A2BC2EC5000001), UINT64_C(0xDE0B6B3A76400001),
+    UINT64_C(0x8AC7230489E80001), UINT64_C(0xAD78EBC5AC620001),
+    UINT64_C(0xD8D726B7177A8001), UINT64_C(0x878678326EAC9001),
+    UINT64_C(0xA968163F0A57B401), UINT64_C(0xD3C21BCECCEDA101),
+    UINT64_C(0x84595161401484A1), UINT64_C(0xA56FA5B99019A5C9),
+    UINT64_C(0xCECB8F27F4200F3B), UINT64_C(0x813F3978F8940985),
+    UINT64_C(0xA18F07D736B90BE6), UINT64_C(0xC9F2C9CD04674EDF),
+    UINT64_C(0xFC6F7C4045812297), UINT64_C(0x9DC5ADA82B70B59E),
+    UINT64_C(0xC5371912364CE306), UINT64_C(0xF684DF56C3E01BC7),
+    UINT64_C(0x9A130B963A6C115D), UINT64_C(0xC097CE7BC90715B4),
+    UINT64_C(0xF0BDC21ABB48DB21), UINT64_C(0x96769950B50D88F5),
+    UINT64_C(0xBC143FA4E250EB32), UINT64_C(0xEB194F8E1AE525FE),
+    UINT64_C(0x92EFD1B8D0CF37BF), UINT64_C(0xB7ABC627050305AE),
+    UINT64_C(0xE596B7B0C643C71A), UINT64_C(0x8F7E32CE7BEA5C70),
+    UINT64_C(0xB35DBF821AE4F38C),
+};
+
+#define CODEC__AVX512 __attribute__((target("avx512f,avx512vl")))
+
+/* floor(g * cp / 2^64), its lowest bit set when the rest is not zero (round
+ * to odd); g in [2^63, 2^64), cp < 2^32. ghi is g >> 32. */
+CODEC__AVX512 static inline __m512i codec__round_odd(__m512i g, __m512i ghi,
+                                                     __m512i cp)
+{
+    const __m512i one = _mm512_set1_epi64(1);
+    __m512i lo = _mm512_mul_epu32(g, cp), hi = _mm512_mul_epu32(ghi, cp);
+    __m512i top, low;
+
+    hi = _mm512_add_epi64(hi, _mm512_srli_epi64(lo, 32));
+    top = _mm512_srli_epi64(hi, 32);
+    low = _mm512_and_si512(hi, _mm512_set1_epi64(0xFFFFFFFF));
+    /* Schubfach's sticky bit: the 32 bits below, all but the lowest */
+    return _mm512_mask_or_epi64(top, _mm512_cmpgt_epu64_mask(low, one), top,
+                                one);
+}
+
+/* x / 10 for x < 2^32, as a multiply-shift exact in that range */
+CODEC__AVX512 static inline __m512i codec__div10(__m512i x)
+{
+    return _mm512_srli_epi64(
+        _mm512_mul_epu32(x, _mm512_set1_epi64(0xCCCCCCCD)), 35);
+}
+
+CODEC__AVX512 static void codec__shortest_avx512(const float *v, size_t n,
+                                                 uint32_t *sig, int *exp)
+{
+    const __m512i one = _mm512_set1_epi64(1), two = _mm512_set1_epi64(2);
+
+    for (size_t i = 0; i < n; i += 8) {
+        __mmask8 live = n - i >= 8 ? 0xFF : (__mmask8)((1u << (n - i)) - 1);
+        __m512i bits =
+            _mm512_cvtepu32_epi64(_mm256_maskz_loadu_epi32(live, v + i));
+        __m512i f = _mm512_and_si512(bits, _mm512_set1_epi64(0x7FFFFF));
+        __m512i be = _mm512_and_si512(_mm512_srli_epi64(bits, 23),
+                                      _mm512_set1_epi64(0xFF));
+        __mmask8 normal = _mm512_test_epi64_mask(be, be);
+        /* finite and not zero; the rest get sig 0 and exponent 0 */
+        __mmask8 valid =
+            live &
+            _mm512_cmpneq_epi64_mask(be, _mm512_set1_epi64(0xFF)) &
+            _mm512_test_epi64_mask(bits, _mm512_set1_epi64(0x7FFFFFFF));
+        /* a power of two above the least normal: the float below is nearer */
+        __mmask8 closer =
+            _mm512_testn_epi64_mask(f, f) & _mm512_cmpgt_epu64_mask(be, one);
+        __m512i c = _mm512_mask_or_epi64(f, normal, f,
+                                         _mm512_set1_epi64(0x800000));
+        __m512i q = _mm512_mask_sub_epi64(_mm512_set1_epi64(-149), normal, be,
+                                          _mm512_set1_epi64(150));
+        /* an odd c excludes the interval's ends (ties to even) */
+        __mmask8 odd = _mm512_test_epi64_mask(c, one);
+        __m512i cb = _mm512_slli_epi64(c, 2);
+        __m512i cbl = _mm512_mask_add_epi64(_mm512_sub_epi64(cb, two), closer,
+                                            _mm512_sub_epi64(cb, two), one);
+        __m512i cbr = _mm512_add_epi64(cb, two);
+        /* k = floor(log10 2^q), or of 3/4 2^q; h = q + floor(log2 10^-k) + 1 */
+        __m512i kq = _mm512_mul_epi32(q, _mm512_set1_epi64(1262611));
+        __m512i k = _mm512_srai_epi64(
+            _mm512_mask_sub_epi64(kq, closer, kq, _mm512_set1_epi64(524031)),
+            22);
+        __m512i negk = _mm512_sub_epi64(_mm512_setzero_si512(), k);
+        __m512i h = _mm512_add_epi64(
+            _mm512_add_epi64(q, one),
+            _mm512_srai_epi64(
+                _mm512_mul_epi32(negk, _mm512_set1_epi64(1741647)), 19));
+        __m512i g = _mm512_mask_i64gather_epi64(
+            _mm512_setzero_si512(), valid,
+            _mm512_add_epi64(negk, _mm512_set1_epi64(31)),
+            (const void *)codec__pow10_g, 8);
+        __m512i ghi = _mm512_srli_epi64(g, 32);
+        __m512i vbl = codec__round_odd(g, ghi, _mm512_sllv_epi64(cbl, h));
+        __m512i vb = codec__round_odd(g, ghi, _mm512_sllv_epi64(cb, h));
+        __m512i vbr = codec__round_odd(g, ghi, _mm512_sllv_epi64(cbr, h));
+        __m512i lower = _mm512_mask_add_epi64(vbl, odd, vbl, one);
+        __m512i upper = _mm512_mask_sub_epi64(vbr, odd, vbr, one);
+        /* s: the integer part of v's scaled value; sp its tenth */
+        __m512i s = _mm512_srli_epi64(vb, 2), s4 = _mm512_slli_epi64(s, 2);
+        __m512i sp = codec__div10(s);
+        __m512i sp40 = _mm512_add_epi64(_mm512_slli_epi64(sp, 5),
+                                        _mm512_slli_epi64(sp, 3));
+        __mmask8 u1 = _mm512_cmple_epu64_mask(lower, sp40);
+        __mmask8 w1 = _mm512_cmple_epu64_mask(
+            _mm512_add_epi64(sp40, _mm512_set1_epi64(40)), upper);
+        /* exactly one of 10 sp and 10 (sp + 1) inside: a digit fewer */
+        __mmask8 fewer = _mm512_cmpge_epu64_mask(s, _mm512_set1_epi64(10)) &
+                         (u1 ^ w1);
+        __mmask8 u0 = _mm512_cmple_epu64_mask(lower, s4);
+        __mmask8 w0 = _mm512_cmple_epu64_mask(
+            _mm512_add_epi64(s4, _mm512_set1_epi64(4)), upper);
+        __m512i mid = _mm512_add_epi64(s4, two);
+        __mmask8 nearer_up =
+            _mm512_cmpgt_epu64_mask(vb, mid) |
+            (_mm512_cmpeq_epi64_mask(vb, mid) & _mm512_test_epi64_mask(s, one));
+        /* exactly one of s and s + 1 inside: that one; else the nearer */
+        __mmask8 up = ((u0 ^ w0) & w0) | (~(u0 ^ w0) & nearer_up);
+        __m512i r = _mm512_mask_add_epi64(s, up, s, one);
+        __m512i e = _mm512_mask_add_epi64(k, fewer, k, one);
+
+        r = _mm512_mask_add_epi64(r, fewer, sp,
+                                  _mm512_maskz_mov_epi64(w1, one));
+        r = _mm512_maskz_mov_epi64(valid, r);
+        e = _mm512_maskz_mov_epi64(valid, e);
+        /* trailing zeros off, a digit a round for the lanes that have one */
+        for (;;) {
+            __m512i r10 = codec__div10(r);
+            __m512i back = _mm512_add_epi64(_mm512_slli_epi64(r10, 3),
+                                            _mm512_slli_epi64(r10, 1));
+            __mmask8 z = valid & _mm512_cmpeq_epi64_mask(back, r);
+            if (!z)
+                break;
+            r = _mm512_mask_mov_epi64(r, z, r10);
+            e = _mm512_mask_add_epi64(e, z, e, one);
+        }
+        _mm256_mask_storeu_epi32(sig + i, live, _mm512_cvtepi64_epi32(r));
+        _mm256_mask_storeu_epi32(exp + i, live, _mm512_cvtepi64_epi32(e));
+    }
+}
+
 #endif
+
+void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (codec__avx512) {
+        codec__shortest_avx512(v, n, sig, exp);
+        return;
+    }
+#endif
+    codec_num_dragonbox_n(v, n, sig, exp);
+}
+
+int codec_num_shortest_simd(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return codec__avx512;
+#else
+    return 0;
+#endif
+}
 
 size_t codec_num_layout(float v, uint32_t sig, int e, char *buf)
 {

@@ -25,6 +25,12 @@ size_t codec_num_format(float v, char *buf);
  * non-finite values). */
 size_t codec_num_layout(float v, uint32_t sig, int exp, char *buf);
 
+/* The digits codec_num_dragonbox_n gives, eight values at a time with
+ * AVX-512 where the CPU has it (codec_num.c), by dragonbox otherwise. */
+void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp);
+/* 1 when codec_num_shortest_n runs the AVX-512 loop, 0 when dragonbox. */
+int codec_num_shortest_simd(void);
+
 /* codec_num_format without the SSSE3 layout: the same text, for machines
  * without it and for the tests that compare the two. */
 size_t codec_num_format_portable(float v, char *buf);
@@ -37,8 +43,9 @@ extern "C" {
  * |v| == *sig * 10^*exp, read back exactly. */
 void codec_num_shortest(float v, uint32_t *sig, int *exp);
 /* codec_num_shortest of v[0..n), into sig[] and exp[]; sig[i] = 0 (and
- * exp[i] = 0) where v[i] is zero or not finite. */
-void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp);
+ * exp[i] = 0) where v[i] is zero or not finite. dragonbox's own loop: the
+ * reference for codec_num_shortest_n. */
+void codec_num_dragonbox_n(const float *v, size_t n, uint32_t *sig, int *exp);
 /* Nearest float32 / double to the decimal text [first, last), which must be a
  * valid JSON number. Returns 0, or -1 when the text is not all consumed. */
 int codec_num_parse_f32(const char *first, const char *last, float *out);

@@ -19,7 +19,7 @@ void codec_num_shortest(float v, uint32_t *sig, int *exp)
     *exp = d.exponent;
 }
 
-void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp)
+void codec_num_dragonbox_n(const float *v, size_t n, uint32_t *sig, int *exp)
 {
     // One call through the shim for a run of values, not one a value: the
     // loop around dragonbox is compiled here, with dragonbox's to_decimal.

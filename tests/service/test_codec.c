@@ -1879,6 +1879,74 @@ START_TEST(test_codec_format_layouts_agree)
 }
 END_TEST
 
+/* codec_num_shortest_n (AVX-512 where the CPU has it) gives dragonbox's
+ * digits for the values the 8-wide loop could get wrong, in runs of every
+ * length from 0 to 40 so each lane and each partial last block is used, and
+ * writes nothing past the run. make test also compares every float32
+ * (test-shortest-all). */
+static void shortest_agrees(const float *v, size_t n)
+{
+    uint32_t s1[48], s2[48];
+    int e1[48], e2[48];
+    size_t i;
+
+    ck_assert_uint_le(n, 40);
+    for (i = 0; i < 48; i++) {
+        s1[i] = 0xDEADBEEFu;
+        e1[i] = -12345;
+    }
+    codec_num_shortest_n(v, n, s1, e1);
+    codec_num_dragonbox_n(v, n, s2, e2);
+    for (i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], sizeof u);
+        ck_assert_msg(s1[i] == s2[i] && e1[i] == e2[i],
+                      "bits %08x: %ue%d, dragonbox %ue%d", (unsigned)u,
+                      s1[i], e1[i], s2[i], e2[i]);
+    }
+    for (; i < 48; i++)
+        ck_assert_msg(s1[i] == 0xDEADBEEFu && e1[i] == -12345,
+                      "written past %zu values at %zu", n, i);
+}
+
+START_TEST(test_codec_shortest_simd)
+{
+    static const uint32_t edge[] = {
+        0x00000000u, 0x80000000u, 0x00000001u, 0x00000002u, 0x00000003u,
+        0x007FFFFFu, 0x00800000u, 0x00800001u, 0x01000000u, 0x3F800000u,
+        0x3F7FFFFFu, 0x3F800001u, 0x4B7FFFFFu, 0x4B800000u, 0x7F7FFFFFu,
+        0x7F000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u,
+        0xFFFFFFFFu, 0x80000001u, 0xBF800000u, 0x3DCCCCCDu, 0x3E4CCCCDu,
+        0x3EAAAAABu, 0x3C23D70Au, 0x3A83126Fu, 0x447A0000u, 0x4CBEBC20u,
+        0x501502F9u, 0x5A0E1BCAu, 0x2F0AFF0Bu, 0x0CAB4BD0u, 0x1E3CE508u,
+        0x7E967699u, 0x0DA24260u, 0x3F000000u, 0x3E800000u, 0x40000000u};
+    float v[40], all[4096];
+    uint32_t x = 0x9E3779B9u;
+    size_t n, at, i;
+
+    for (i = 0; i < 40; i++)
+        memcpy(&v[i], &edge[i], sizeof v[i]);
+    for (n = 0; n <= 40; n++)
+        shortest_agrees(v, n);
+    /* powers of two (the lower neighbour nearer) and their neighbours */
+    for (i = 0; i < 254 * 3; i++) {
+        uint32_t u = (uint32_t)(i / 3 + 1) << 23;
+        u = u + (uint32_t)(i % 3) - 1u;
+        memcpy(&all[i], &u, sizeof u);
+    }
+    for (at = 0; at < 254 * 3; at += 37)
+        shortest_agrees(all + at, 254 * 3 - at < 37 ? 254 * 3 - at : 37);
+    for (i = 0; i < 4096; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        memcpy(&all[i], &x, sizeof x);
+    }
+    for (at = 0, n = 0; at + n <= 4096; at += n, n = (n + 1) % 41)
+        shortest_agrees(all + at, n);
+}
+END_TEST
+
 /* The number reader (one-pass fast path and fast_float fallback) is
  * correctly rounded: 1e6 random decimals of 1 to 21 significant digits, a
  * random decimal point and exponent, read exactly like glibc's strtof (which
@@ -2422,6 +2490,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
     tcase_add_test(tc, test_codec_format_layouts_agree);
+    tcase_add_test(tc, test_codec_shortest_simd);
     tcase_add_test(tc, test_codec_numbers_correctly_rounded);
     tcase_add_test(tc, test_codec_row_reader);
     tcase_add_test(tc, test_codec_format_shortest);
