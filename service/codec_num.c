@@ -143,6 +143,13 @@ static inline __attribute__((always_inline)) uint64_t codec__ascii8(uint32_t x)
  * past the text get 0x80 (zero bytes, scratch the caller writes over). */
 static __m128i codec__place[9][13];
 static unsigned char codec__place_len[9][13];
+/* The same shuffles for the AVX-512 texts, sign first: [neg][place] with
+ * place (k - 1) * 13 + point + 3 for the plain layouts and CODEC__ZERO for
+ * a zero, whose text is the '0' of the nine digits of sig 0. The source
+ * vector has a '-' in lane 11. */
+#define CODEC__ZERO (9 * 13)
+static __m128i codec__text_ctl[2][CODEC__ZERO + 1];
+static int codec__text_len[2][CODEC__ZERO + 1];
 static int codec__ssse3, codec__avx512;
 
 __attribute__((constructor)) static void codec__place_init(void)
@@ -176,10 +183,26 @@ __attribute__((constructor)) static void codec__place_init(void)
             memcpy(&codec__place[k - 1][point + 3], b, sizeof b);
             codec__place_len[k - 1][point + 3] = (unsigned char)n;
         }
+    for (i = 0; i <= CODEC__ZERO; i++) {
+        unsigned char b[17];
+        int n = i < CODEC__ZERO ? codec__place_len[i / 13][i % 13] : 1;
+
+        memset(b, 0x80, sizeof b);
+        if (i < CODEC__ZERO)
+            memcpy(b + 1, &codec__place[i / 13][i % 13], 16);
+        else
+            b[1] = 0;
+        memcpy(&codec__text_ctl[0][i], b + 1, 16);
+        codec__text_len[0][i] = n;
+        b[0] = 11; /* '-' */
+        memcpy(&codec__text_ctl[1][i], b, 16);
+        codec__text_len[1][i] = n + 1;
+    }
     __builtin_cpu_init(); /* a constructor may run before libgcc's */
     codec__ssse3 = __builtin_cpu_supports("ssse3");
     codec__avx512 = __builtin_cpu_supports("avx512f") &&
-                    __builtin_cpu_supports("avx512vl");
+                    __builtin_cpu_supports("avx512vl") &&
+                    __builtin_cpu_supports("avx512bw");
 }
 
 /* The plain layout without a branch on the value: the nine digits of sig
@@ -253,7 +276,7 @@ static const uint64_t codec__pow10_g[77] = {
     UINT64_C(0xB35DBF821AE4F38C),
 };
 
-#define CODEC__AVX512 __attribute__((target("avx512f,avx512vl")))
+#define CODEC__AVX512 __attribute__((target("avx512f,avx512vl,avx512bw")))
 
 /* floor(g * cp / 2^64), its lowest bit set when the rest is not zero (round
  * to odd); g in [2^63, 2^64), cp < 2^32. ghi is g >> 32. */
@@ -373,7 +396,147 @@ CODEC__AVX512 static void codec__shortest_avx512(const float *v, size_t n,
     }
 }
 
+/* 8 ASCII digits of each x < 10^8 (64-bit lanes), the most significant in
+ * the lowest byte: x as 4 + 4 digits in 32-bit halves, 2 + 2 in 16-bit
+ * quarters, then tens and units in bytes; every division a multiply-shift
+ * exact in its range. */
+CODEC__AVX512 static inline __m512i codec__ascii8x8(__m512i x)
+{
+    __m512i hi = _mm512_srli_epi64(
+        _mm512_mul_epu32(x, _mm512_set1_epi64(3518437209u)), 45);
+    __m512i lo = _mm512_sub_epi64(
+        x, _mm512_mul_epu32(hi, _mm512_set1_epi64(10000)));
+    __m512i q = _mm512_or_si512(hi, _mm512_slli_epi64(lo, 32)); /* < 10^4 */
+    __m512i q100 = _mm512_srli_epi16(
+        _mm512_mulhi_epu16(q, _mm512_set1_epi32(5243)), 3);
+    __m512i p = _mm512_or_si512(
+        q100, _mm512_slli_epi32(
+                  _mm512_sub_epi16(
+                      q, _mm512_mullo_epi16(q100, _mm512_set1_epi16(100))),
+                  16)); /* pairs, < 100 */
+    __m512i tens = _mm512_srli_epi16(
+        _mm512_mullo_epi16(p, _mm512_set1_epi16(103)), 10);
+    __m512i units = _mm512_sub_epi16(
+        p, _mm512_mullo_epi16(tens, _mm512_set1_epi16(10)));
+
+    return _mm512_add_epi8(_mm512_or_si512(tens, _mm512_slli_epi16(units, 8)),
+                           _mm512_set1_epi8('0'));
+}
+
+/* The texts codec_num_layout writes, eight at a time: the nine digits of
+ * sig, '.', '0' and '-' in one vector a value, one byte shuffle from
+ * codec__text_ctl, no branch on the value. Scientific notation and
+ * non-finite values take codec__format_slow. */
+CODEC__AVX512 static void codec__text_avx512(const float *v,
+                                             const uint32_t *sig,
+                                             const int *exp, size_t n,
+                                             char (*text)[16],
+                                             unsigned char *len)
+{
+    const __m512i one = _mm512_set1_epi64(1);
+    const __m512i even = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+    const __m512i odd = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+
+    for (size_t i = 0; i < n; i += 8) {
+        __mmask8 live = n - i >= 8 ? 0xFF : (__mmask8)((1u << (n - i)) - 1);
+        __m512i bits =
+            _mm512_cvtepu32_epi64(_mm256_maskz_loadu_epi32(live, v + i));
+        __m512i sg =
+            _mm512_cvtepu32_epi64(_mm256_maskz_loadu_epi32(live, sig + i));
+        __m512i e =
+            _mm512_cvtepi32_epi64(_mm256_maskz_loadu_epi32(live, exp + i));
+        __m512i top = _mm512_srli_epi64(
+            _mm512_mul_epu32(sg, _mm512_set1_epi64(1441151881u)), 57);
+        __m512i digits = codec__ascii8x8(_mm512_sub_epi64(
+            sg, _mm512_mul_epu32(top, _mm512_set1_epi64(100000000))));
+        __m512i k = one, point, place, neg, idx, src0, src1;
+        __m256i plen;
+        __mmask8 zero, plain, slow;
+        uint64_t p10 = 10;
+        int j;
+
+        /* k: the digit count of sig, 1 to 9 */
+        for (j = 1; j < 9; j++, p10 *= 10) {
+            __m512i pow = _mm512_set1_epi64((long long)p10);
+            k = _mm512_mask_add_epi64(k, _mm512_cmpge_epu64_mask(sg, pow), k,
+                                      one);
+        }
+        point = _mm512_add_epi64(k, e);
+        zero = live &
+               _mm512_testn_epi64_mask(bits, _mm512_set1_epi64(0x7FFFFFFF));
+        plain = _mm512_test_epi64_mask(sg, sg) &
+                _mm512_cmple_epi64_mask(point, _mm512_set1_epi64(9)) &
+                _mm512_cmpge_epi64_mask(point, _mm512_set1_epi64(-3));
+        slow = live & ~zero & ~plain;
+        place = _mm512_add_epi64(
+            _mm512_add_epi64(_mm512_mul_epu32(_mm512_sub_epi64(k, one),
+                                              _mm512_set1_epi64(13)),
+                             point),
+            _mm512_set1_epi64(3));
+        place = _mm512_mask_mov_epi64(place, (__mmask8)~plain,
+                                      _mm512_set1_epi64(CODEC__ZERO));
+        neg = _mm512_srli_epi64(bits, 31);
+        idx = _mm512_add_epi64(
+            place, _mm512_mul_epu32(neg, _mm512_set1_epi64(CODEC__ZERO + 1)));
+        plen = _mm512_i64gather_epi32(idx, (const void *)codec__text_len, 4);
+        /* source vectors: [top, 8 digits] [last digit, '.', '0', '-'] */
+        src0 = _mm512_or_si512(
+            _mm512_add_epi64(top, _mm512_set1_epi64('0')),
+            _mm512_slli_epi64(digits, 8));
+        src1 = _mm512_or_si512(_mm512_srli_epi64(digits, 56),
+                               _mm512_set1_epi64(0x2D302E00));
+        {
+            /* each control's two halves; then value i's source and
+             * control in 128-bit lane i % 4 of t0 (i < 4) or t1 */
+            const void *ctl = codec__text_ctl;
+            __m512i i2 = _mm512_slli_epi64(idx, 1);
+            __m512i c0 = _mm512_i64gather_epi64(i2, ctl, 8);
+            __m512i c1 =
+                _mm512_i64gather_epi64(_mm512_add_epi64(i2, one), ctl, 8);
+            __m512i t0 = _mm512_shuffle_epi8(
+                _mm512_permutex2var_epi64(src0, even, src1),
+                _mm512_permutex2var_epi64(c0, even, c1));
+            __m512i t1 = _mm512_shuffle_epi8(
+                _mm512_permutex2var_epi64(src0, odd, src1),
+                _mm512_permutex2var_epi64(c0, odd, c1));
+            _mm512_storeu_si512(text[i], t0);
+            _mm512_storeu_si512(text[i + 4], t1);
+        }
+        _mm_storel_epi64((__m128i *)(void *)(len + i),
+                         _mm256_cvtepi32_epi8(plen));
+        while (slow) {
+            int b = __builtin_ctz(slow);
+            char tmp[CODEC_NUM_BUF];
+
+            slow &= (__mmask8)(slow - 1);
+            len[i + b] = (unsigned char)codec__format_slow(
+                v[i + b], sig[i + b], exp[i + b], tmp);
+            memcpy(text[i + b], tmp, 16);
+        }
+    }
+}
+
 #endif
+
+void codec_num_text_n(const float *v, size_t n, char (*text)[16],
+                      unsigned char *len)
+{
+    uint32_t sig[CODEC_NUM_RUN];
+    int exp[CODEC_NUM_RUN];
+    char tmp[CODEC_NUM_BUF];
+
+    codec_num_shortest_n(v, n, sig, exp);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (codec__avx512) {
+        codec__text_avx512(v, sig, exp, n, text, len);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++) {
+        len[i] = (unsigned char)codec_num_layout(v[i], sig[i], exp[i], tmp);
+        memcpy(text[i], tmp, 16);
+    }
+}
 
 void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp)
 {

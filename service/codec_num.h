@@ -31,6 +31,14 @@ void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp);
 /* 1 when codec_num_shortest_n runs the AVX-512 loop, 0 when dragonbox. */
 int codec_num_shortest_simd(void);
 
+/* Most values codec_num_text_n takes in one call. */
+#define CODEC_NUM_RUN 64
+/* codec_num_format of v[0..n), n <= CODEC_NUM_RUN: the text of v[i] is
+ * the first len[i] bytes of text[i], the rest scratch. Both arrays need
+ * CODEC_NUM_RUN entries: the AVX-512 loop writes whole groups of eight. */
+void codec_num_text_n(const float *v, size_t n, char (*text)[16],
+                      unsigned char *len);
+
 /* codec_num_format without the SSSE3 layout: the same text, for machines
  * without it and for the tests that compare the two. */
 size_t codec_num_format_portable(float v, char *buf);

@@ -39,9 +39,6 @@ typedef struct codec__seg {
  * the compute pool, CODEC__PAR_CHUNK values a task: formatting costs about
  * 30 ns a value, so a 3-million-value map would take 0.1 s on one thread. */
 #define CODEC__PAR_MIN 65536
-/* Values whose shortest digits are found in one call (codec_num_shortest_n)
- * before the layout writes them one by one. */
-#define CODEC__DIGITS_RUN 64
 #define CODEC__PAR_CHUNK 8192
 
 struct codec_writer {
@@ -291,8 +288,8 @@ static char *codec__json_range(const codec__seg *s, size_t from, size_t to,
 {
     size_t idx[CODEC__RANK], rest = from;
     int rank = s->rank, l, closes;
-    uint32_t sig[CODEC__DIGITS_RUN];
-    int ex[CODEC__DIGITS_RUN];
+    char text[CODEC_NUM_RUN][16];
+    unsigned char len[CODEC_NUM_RUN];
 
     /* the index of value `from`, axis by axis from the last */
     for (l = rank - 1; l >= 0; l--) {
@@ -303,13 +300,13 @@ static char *codec__json_range(const codec__seg *s, size_t from, size_t to,
         for (l = 0; l < rank; l++)
             *o++ = '[';
     for (size_t p = from; p < to; p++) {
-        size_t j = (p - from) % CODEC__DIGITS_RUN;
+        size_t j = (p - from) % CODEC_NUM_RUN;
         if (j == 0)
-            codec_num_shortest_n(s->v + p,
-                                 to - p < CODEC__DIGITS_RUN ? to - p
-                                                            : CODEC__DIGITS_RUN,
-                                 sig, ex);
-        o += codec_num_layout(s->v[p], sig[j], ex[j], o);
+            codec_num_text_n(s->v + p,
+                             to - p < CODEC_NUM_RUN ? to - p : CODEC_NUM_RUN,
+                             text, len);
+        memcpy(o, text[j], 16);
+        o += len[j];
         /* advance the index; each axis that wraps closes one bracket */
         l = rank - 1;
         closes = 0;

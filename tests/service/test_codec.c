@@ -1814,10 +1814,13 @@ static void layouts_agree(const float *v, size_t n)
     uint32_t sig[64];
     int ex[64];
     char a[CODEC_NUM_BUF + 1], b[CODEC_NUM_BUF + 1], c[CODEC_NUM_BUF + 1];
+    char text[CODEC_NUM_RUN][16];
+    unsigned char len[CODEC_NUM_RUN];
     size_t i, la, lb, lc;
 
     ck_assert_uint_le(n, 64);
     codec_num_shortest_n(v, n, sig, ex);
+    codec_num_text_n(v, n, text, len);
     for (i = 0; i < n; i++) {
         la = codec_num_format(v[i], a);
         lb = codec_num_format_portable(v[i], b);
@@ -1827,6 +1830,9 @@ static void layouts_agree(const float *v, size_t n)
                       "portable '%s'", (double)v[i], a, b);
         ck_assert_msg(lc == la && strcmp(a, c) == 0, "%.9g: batch '%s' vs "
                       "'%s'", (double)v[i], c, a);
+        ck_assert_msg(len[i] == la && memcmp(text[i], a, la) == 0,
+                      "%.9g: run text '%.*s' vs '%s'", (double)v[i],
+                      (int)len[i], text[i], a);
     }
 }
 
@@ -1871,11 +1877,35 @@ START_TEST(test_codec_format_layouts_agree)
             n = 0;
         }
     }
+    /* every plain layout (digit count, point place) and a few scientific
+     * ones, both signs, in runs that end in every lane */
+    for (k = 1; k <= 9; k++)
+        for (d = -5; d <= 11; d++)
+            for (i = 0; i < 24; i++) {
+                char text[32];
+                int j, at = 0;
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                text[at++] = (s & 1) ? '-' : '+';
+                text[at++] = '.';
+                for (j = 0; j < k; j++)
+                    text[at++] = (char)('1' + (s >> (j * 3 % 29)) % 9);
+                snprintf(text + at, sizeof text - (size_t)at, "e%d", d);
+                v[n++] = strtof(text, NULL);
+                if (n == 13 + (size_t)k) {
+                    layouts_agree(v, n);
+                    n = 0;
+                }
+            }
+    layouts_agree(v, n);
     v[0] = 0.0f;
     v[1] = -0.0f;
     v[2] = INFINITY;
     v[3] = NAN;
-    layouts_agree(v, 4);
+    v[4] = -INFINITY;
+    v[5] = 1.0f;
+    layouts_agree(v, 6);
 }
 END_TEST
 
