@@ -258,7 +258,8 @@ static inline int codec_json_number_fast(const char *p, const char *end,
  * room of them, as long as each is a short plain decimal (see codec_row.c)
  * followed by ',' or ']'. Returns how many it read, with *pp just past the
  * last one (at its ',' or ']'); 0 and *pp unchanged when it takes none.
- * The values are exactly codec_json_number's. */
+ * The values are exactly codec_json_number's. out[k..room) may be left
+ * with scratch values. */
 size_t codec_json_row(const char **pp, const char *end, float *out,
                       size_t room);
 

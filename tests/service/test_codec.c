@@ -2140,6 +2140,11 @@ START_TEST(test_codec_row_reader)
             case 7: n = starts[count]; buf[n++] = '-'; buf[n++] = '-';
                     buf[n++] = '2'; break; /* "--2" */
             case 8: buf[n++] = '.'; buf[n++] = '.'; buf[n++] = '3'; break;
+            case 9: /* a float midpoint (2^24 + 1): the row loops stop */
+                n = starts[count];
+                memcpy(buf + n, "16777217", 8);
+                n += 8;
+                break;
             default: break;
             }
             ends[count] = n;
