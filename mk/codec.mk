@@ -53,7 +53,7 @@ $(BUILD)/bench_codec: $(BUILD)/obj/tests/bench/bench_codec.o \
                       $(CODEC_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS)
 
-$(BUILD)/shortest_all: $(BUILD)/obj/tests/service/shortest_all.o \
+$(BUILD)/shortest_all: $(BUILD)/obj/tests/exhaustive/shortest_all.o \
                        $(CODEC_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS)
 
@@ -75,7 +75,7 @@ test-codec-alloc-asan:
 	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 test-codec-alloc
 
 # The AVX-512 shortest-digit loop against dragonbox on all 2^32 float32
-# bit patterns (tests/service/shortest_all.c), in the optimized build only.
+# bit patterns (tests/exhaustive/shortest_all.c), in the optimized build only.
 test-shortest-all: $(BUILD)/shortest_all
 	$(BUILD)/shortest_all
 

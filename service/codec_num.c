@@ -226,7 +226,7 @@ codec__layout_ssse3(uint32_t neg, uint32_t sig, int k, int point, char *buf)
 /* The shortest digits of eight floats at once, in the eight 64-bit lanes of
  * an AVX-512 register: Giulietti's Schubfach ("The Schubfach way to render
  * doubles", 2020) for float32, every branch a mask. The same digits as
- * dragonbox (ties to even, trailing zeros removed): tests/service/
+ * dragonbox (ties to even, trailing zeros removed): tests/exhaustive/
  * shortest_all.c compares the two on every float32 in make test. With v =
  * c * 2^q, k = floor(log10 2^q) (of 3/4 2^q where the float below is
  * closer) and h in [1, 4], the three scaled bounds c * 10^-k * 2^h for

@@ -7,7 +7,7 @@ g(e) = floor(10^e * 2^(63 - floor(log2 10^e))) + 1, in [2^63, 2^64).
 
 Exact rational arithmetic (fractions), so no floating-point log is trusted.
 The loop's results were compared with dragonbox's for every float32
-(tests/service/shortest_all.c, run by make test)."""
+(tests/exhaustive/shortest_all.c, run by make test)."""
 from fractions import Fraction
 
 
