@@ -307,17 +307,20 @@ static char *codec__json_range(const codec__seg *s, size_t from, size_t to,
                              text, len);
         memcpy(o, text[j], 16);
         o += len[j];
-        /* advance the index; each axis that wraps closes one bracket */
+        /* advance the index: most values end no row, only a comma follows */
         l = rank - 1;
-        closes = 0;
-        idx[l]++;
-        while (idx[l] == s->shape[l]) {
-            closes++;
-            if (l == 0)
-                break;
+        if (++idx[l] < s->shape[l]) {
+            *o++ = ',';
+            continue;
+        }
+        /* each axis that wraps closes one bracket */
+        closes = 1;
+        while (l > 0) {
             idx[l] = 0;
             l--;
-            idx[l]++;
+            if (++idx[l] < s->shape[l])
+                break;
+            closes++;
         }
         for (l = 0; l < closes; l++)
             *o++ = ']';
