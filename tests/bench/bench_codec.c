@@ -174,6 +174,50 @@ static void bench_format(const char *name, size_t (*f)(float, char *),
            best / (double)count * 1e9, (double)total / 3.0 / (double)count);
 }
 
+/* The run conversions the writer uses, CODEC_NUM_RUN values a call: the
+ * shortest digits alone (dragonbox's loop, then codec_num_shortest_n: the
+ * AVX-512 loop where the CPU has it), and whole texts (codec_num_text_n). */
+static void bench_runs(const float *v, size_t count)
+{
+    static const char *const names[3] = {
+        "digits, dragonbox's loop", "digits, codec_num_shortest_n",
+        "texts, codec_num_text_n"};
+    uint32_t sig[CODEC_NUM_RUN];
+    int ex[CODEC_NUM_RUN];
+    char text[CODEC_NUM_RUN][16];
+    unsigned char len[CODEC_NUM_RUN];
+    int kind, rep;
+
+    for (kind = 0; kind < 3; kind++) {
+        double best = 1e30, t;
+        size_t i, total = 0;
+
+        for (rep = 0; rep < 3; rep++) {
+            t = now();
+            for (i = 0; i < count; i += CODEC_NUM_RUN) {
+                size_t n = count - i < CODEC_NUM_RUN ? count - i
+                                                     : CODEC_NUM_RUN;
+                if (kind == 0)
+                    codec_num_dragonbox_n(v + i, n, sig, ex);
+                else if (kind == 1)
+                    codec_num_shortest_n(v + i, n, sig, ex);
+                else
+                    codec_num_text_n(v + i, n, text, len);
+                total += kind == 2 ? len[0] : sig[0];
+            }
+            t = now() - t;
+            if (t < best)
+                best = t;
+        }
+        printf("  %-34s %7.1f ns/number%s\n", names[kind],
+               best / (double)count * 1e9,
+               kind == 0 ? "" : codec_num_shortest_simd() ? "  (AVX-512)"
+                                                          : "  (dragonbox)");
+        if (total == 0)
+            printf("  (no values)\n");
+    }
+}
+
 /* Seconds of one codec_parse of body (thread CPU time), or -1 when it
  * fails (printed). The request is freed. */
 static double parse_once(const char *body, size_t len,
@@ -336,6 +380,7 @@ int main(void)
             v[i] = (i & 1) ? frand() : (frand() + 0.1f) * 5.0f;
         printf("float32 -> text, %zu values:\n", count);
         bench_format("codec_num_format (dragonbox)", fmt_codec, v, count);
+        bench_runs(v, count);
         bench_format("snprintf %.9g (round-trips, long)", fmt_9g, v, count);
         bench_format("snprintf %.17g (jansson's way)", fmt_17g, v, count);
         bench_format("%.6g..%.9g until strtof agrees", fmt_try, v, count);
