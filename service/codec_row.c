@@ -358,12 +358,19 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
             _mm512_maskz_compress_epi8(dg, x), _pext_u64(ends >> 1, dg),
             _pext_u64((pt >> 1) | ((ends >> 1) & ~frac), dg),
             _pext_u64(mn, st), nnum, out + k);
-        if (got > 0) /* the separator after the last number stored */
-            done = s + __builtin_ctzll(_pdep_u64(UINT64_C(1) << (got - 1),
-                                                 ends));
-        k += got;
-        if (got < nnum || *done != ',' || k == room)
-            break; /* a number this loop leaves to the others, or the end */
+        if (got < nnum) { /* a number this loop leaves to the others */
+            if (got > 0) /* the separator after the last number stored */
+                done = s + __builtin_ctzll(
+                               _pdep_u64(UINT64_C(1) << (got - 1), ends));
+            k += got;
+            break;
+        }
+        /* the next block's start from the masks alone, not from the values
+         * just read, so the core can go on to it while they are made */
+        k += nnum;
+        done = s + (63 - __builtin_clzll(ends));
+        if ((cl & ends) != 0 || k == room)
+            break; /* the row's ']', or no more room */
         s = done + 1;
     }
     *pp = done;
