@@ -4,7 +4,10 @@
  * takes one SSSE3 byte shuffle a number where the CPU has it; the portable
  * layout writes every notation, and the tests hold the two to the same
  * text (every float32 was compared once, 2^32 values, when the SSSE3 one
- * was written). */
+ * was written). With AVX-512, runs of values (codec_num_text_n) take the
+ * shortest digits and the texts eight at a time: the same digits as
+ * dragonbox and the same texts as the layouts above, which make test
+ * checks on every float32 (tests/exhaustive/shortest_all.c). */
 #include "codec_num.h"
 
 #include <math.h>

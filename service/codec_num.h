@@ -1,7 +1,8 @@
 /* codec_num.h: float32 <-> shortest decimal text for the codec. The
  * conversions are Debian's dragonbox (shortest round-trip digits) and
  * fast_float (correctly rounded parsing), reached through one C++ shim,
- * codec_num_cc.cc; the text layout is C, in codec_num.c. */
+ * codec_num_cc.cc; the text layout is C, in codec_num.c, as are the AVX-512
+ * runs (digits and texts of eight values at once) that dragonbox checks. */
 #ifndef ATTND_CODEC_NUM_H
 #define ATTND_CODEC_NUM_H
 
