@@ -579,11 +579,9 @@ size_t codec_num_layout(float v, uint32_t sig, int e, char *buf)
  * *e 0) for zero and non-finite values. */
 static uint32_t codec__shortest(float v, int *e)
 {
-    uint32_t sig = 0;
+    uint32_t sig;
 
-    *e = 0;
-    if (isfinite(v) && v != 0.0f)
-        codec_num_shortest(v, &sig, e);
+    codec_num_dragonbox_n(&v, 1, &sig, e);
     return sig;
 }
 
