@@ -176,7 +176,7 @@ stop:
  * in a 64-bit lane (codec__row_block8): no step depends on one number's
  * length. Workload 1's body parses in 0.064 ms, against 0.101 when each
  * number took its own permutation and division and 0.138 with the SSSE3
- * loop; workload 2's in 1.47 ms against 1.83. It needs 64 bytes after a
+ * loop; workload 2's in 1.36 to 1.41 ms against 1.83. It needs 64 bytes after a
  * block's start, so the SSSE3 loop and the general reader take a body's
  * last ones. */
 
