@@ -45,6 +45,9 @@ typedef struct attn__job {
     int keep_heads;        /* every head's rows of a tile are kept */
     int head_tasks;        /* phase 2 tasks are single heads of a tile */
     int lean;              /* outputs only: no weights, figures or top-k */
+    float *flash;   /* lean with the fused kernel: [workers][flash_floats] */
+    size_t flash_floats;
+    attn__flash_args fa;
     float *scratch;        /* [workers][h or 1][blk][m], or NULL */
     float *probs;   /* lean: [workers][blk][m], the softmax beside scratch */
     size_t *zeroed; /* lean: [workers]: floats of the worker's scratch, from
@@ -105,6 +108,11 @@ static void attn__project(float *out, const float *in, const float *w,
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < cols; c++)
                 out[r * cols + c] += bias[c];
+}
+
+static size_t attn__ceil_div(size_t a, size_t b)
+{
+    return a / b + (a % b != 0);
 }
 
 /* Phase 1, task t: one chunk of rows of Q, K or V. */
@@ -253,6 +261,34 @@ static void attn__head_task(void *arg, size_t t, size_t worker)
                       worker, j->dense_per_head);
 }
 
+/* Between phases 1 and 2 for the fused kernel, task t: one block of keys
+ * of one key/value head, K transposed and V padded for the tiles. */
+static void attn__flash_pack_task(void *arg, size_t t, size_t worker)
+{
+    const attn__job *j = arg;
+    size_t blocks = attn__ceil_div(j->d->m, ATTN__FLASH_KEYS);
+
+    (void)worker;
+    attn__flash_pack(&j->fa, t / blocks / j->d->g, t / blocks % j->d->g,
+                     t % blocks * ATTN__FLASH_KEYS);
+}
+
+/* Phase 2 on the lean path when the fused kernel takes the call: task t
+ * is one head of one tile, in attn__head_task's order. */
+static void attn__flash_task(void *arg, size_t t, size_t worker)
+{
+    const attn__job *j = arg;
+    const attn_dims *d = j->d;
+    size_t per_b = d->h * j->nblocks;
+    size_t b = t / per_b, i = t % per_b / j->nblocks;
+    size_t q0 = t % j->nblocks * j->blk;
+    size_t rows = d->n - q0 < j->blk ? d->n - q0 : j->blk;
+
+    if (attn__flash_tile(&j->fa, b, i, q0, rows,
+                         j->flash + worker * j->flash_floats) != ATTN_OK)
+        j->status[worker] = ATTN_ERANGE;
+}
+
 /* Phase 2 otherwise, task t: every head of one tile, in order (the mean
  * accumulates head by head; figures and top-k read all heads' rows). */
 static void attn__attend_task(void *arg, size_t t, size_t worker)
@@ -353,11 +389,6 @@ static void attn__run(const attn_params *p, size_t count,
         fn(job, t, 0);
 }
 
-static size_t attn__ceil_div(size_t a, size_t b)
-{
-    return a / b + (a % b != 0);
-}
-
 int attn_forward(const attn_params *p, float *output, float *weights)
 {
     return attn_forward_ex(p, output, weights, NULL);
@@ -396,6 +427,7 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
     memset(&acc, 0, sizeof(acc));
     job.p = p;
     job.d = d;
+    job.fa.p = p;
     job.ex = ex;
     job.output = output;
     job.weights = p->weights != ATTN_WEIGHTS_NONE ? weights : NULL;
@@ -405,6 +437,8 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
     /* tasks per tile: every head, or one when heads share the tile */
     job.head_tasks = !job.dense_mean && !job.keep_heads;
     job.lean = job.head_tasks && !job.dense_per_head;
+    if (job.lean)
+        job.flash_floats = attn__flash_floats(d);
     job.scale = (float)attn__scale(p);
     job.q_rows = d->B * d->n;
     job.kv_rows = d->B * d->m;
@@ -419,7 +453,9 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
     job.kv_chunks = attn__ceil_div(job.kv_rows, job.chunk);
     per_tile = job.head_tasks ? d->h : 1;
     job.blk = ATTN__BLOCK;
-    if (job.head_tasks) {
+    if (job.flash_floats) {
+        job.blk = ATTN__FLASH_ROWS;
+    } else if (job.head_tasks) {
         size_t rows = ATTN__TILE_ELEMS / d->m;
         job.blk = rows < ATTN__BLOCK       ? ATTN__BLOCK
                   : rows > ATTN__BLOCK_MAX ? ATTN__BLOCK_MAX
@@ -445,7 +481,8 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
         size_t o_q, o_k, o_v, o_cat = ATTN__NONE, o_status, o_inv, o_hrow;
         size_t o_cost, o_scratch = ATTN__NONE, o_hrow_rows = ATTN__NONE;
         size_t o_meanrow = ATTN__NONE, o_probs = ATTN__NONE;
-        size_t o_zeroed = ATTN__NONE;
+        size_t o_zeroed = ATTN__NONE, o_flash = ATTN__NONE;
+        size_t o_packed = ATTN__NONE;
         unsigned char *base;
 
         o_q = attn__plan_add(&pl, job.q_rows, d->h * d->d_k * sizeof(float));
@@ -458,7 +495,14 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
         o_inv = attn__plan_add(&pl, workers * job.blk, sizeof(float));
         o_hrow = attn__plan_add(&pl, workers * d->h, sizeof(float *));
         o_cost = attn__plan_add(&pl, workers, sizeof(double));
-        if (!job.dense_per_head) {
+        if (job.flash_floats) {
+            if (attn__mul(workers, job.flash_floats, &scratch_rows))
+                pl.overflow = 1;
+            else
+                o_flash = attn__plan_add(&pl, scratch_rows, sizeof(float));
+            o_packed = attn__plan_add(&pl, attn__flash_packed_floats(d),
+                                      sizeof(float));
+        } else if (!job.dense_per_head) {
             /* workers * (h or 1) * blk rows of m scores */
             if (attn__mul(workers * job.blk, job.keep_heads ? d->h : 1,
                           &scratch_rows))
@@ -467,7 +511,7 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
                 o_scratch = attn__plan_add(&pl, scratch_rows,
                                            d->m * sizeof(float));
         }
-        if (job.lean) {
+        if (job.lean && !job.flash_floats) {
             o_probs = attn__plan_add(&pl, workers * job.blk,
                                      d->m * sizeof(float));
             o_zeroed = attn__plan_add(&pl, workers, sizeof(size_t));
@@ -501,6 +545,9 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
         job.zeroed = attn__part(base, o_zeroed);
         job.hrow_rows = attn__part(base, o_hrow_rows);
         job.meanrow = attn__part(base, o_meanrow);
+        job.flash = attn__part(base, o_flash);
+        if (o_packed != ATTN__NONE)
+            attn__flash_place(&job.fa, attn__part(base, o_packed));
     }
     if (ex->stats) {
         rc = attn__acc_init(&acc, p, workers);
@@ -508,14 +555,23 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
             goto out;
         job.acc = &acc;
     }
-    if (job.lean)
+    if (job.lean && !job.flash_floats)
         memset(job.zeroed, 0, workers * sizeof(size_t));
     memset(job.status, 0, workers * sizeof(int));
     memset(job.cost, 0, workers * sizeof(double));
 
     proj_tasks = job.q_chunks + 2 * job.kv_chunks;
     attn__run(p, proj_tasks, attn__proj_task, &job);
-    if (job.head_tasks)
+    if (job.flash_floats) {
+        job.fa.q = job.q;
+        job.fa.k = job.k;
+        job.fa.v = job.v;
+        job.fa.cat = job.cat;
+        job.fa.scale = job.scale;
+        attn__run(p, d->B * d->g * attn__ceil_div(d->m, ATTN__FLASH_KEYS),
+                  attn__flash_pack_task, &job);
+        attn__run(p, d->B * d->h * job.nblocks, attn__flash_task, &job);
+    } else if (job.head_tasks)
         attn__run(p, d->B * d->h * job.nblocks, attn__head_task, &job);
     else
         attn__run(p, d->B * job.nblocks, attn__attend_task, &job);

@@ -53,4 +53,45 @@ int attn__softmax_isa(int isa, float *s, float *p, size_t len,
                       size_t visible, const unsigned char *pad, int normalize,
                       float *inv_sum);
 
+/* The fused outputs-only kernel (attn_flash.c): query rows q0 .. q0+rows
+ * (at most ATTN__FLASH_ROWS) of batch element b, query head i, from the
+ * projected q [B*n][h*d_k], k [B*m][g*d_k] and v [B*m][g*d_v], into its
+ * columns of cat [B*n][h*d_v], with the masks of p. ws is the worker's
+ * workspace of attn__flash_floats(d) floats, 64-byte aligned. Returns
+ * ATTN_OK, or ATTN_ERANGE when a row's scores held +inf or NaN, or all
+ * overflowed to -inf (the row softmax's rule). */
+#define ATTN__FLASH_ROWS 128
+typedef struct attn__flash_args {
+    const attn_params *p;
+    const float *q, *k, *v;
+    float *kt; /* [B][g][d_k][m rounded up to 32]: K^T, zero-padded */
+    float *vp; /* [B][g][m][d_v rounded up to 32]: V, zero-padded */
+    float *cat;
+    float scale;
+} attn__flash_args;
+
+/* Packs keys k0 .. k0+256 (or to m) of batch element b, key/value head kv
+ * from a->k and a->v into a->kt and a->vp, before any tile reads them; the
+ * last block also zeroes kt's padding. */
+#define ATTN__FLASH_KEYS 256
+void attn__flash_pack(const attn__flash_args *a, size_t b, size_t kv,
+                      size_t k0);
+
+/* The floats of a->kt and a->vp together (SIZE_MAX when they would
+ * overflow), and where each starts in a block of them (a->p set). */
+size_t attn__flash_packed_floats(const attn_dims *d);
+void attn__flash_place(attn__flash_args *a, float *packed);
+
+int attn__flash_tile(const attn__flash_args *a, size_t b, size_t i,
+                     size_t q0, size_t rows, float *ws);
+
+/* The workspace attn__flash_tile needs a worker, in floats; 0 when it
+ * cannot take these dims on this CPU (no AVX-512F, d_k > 256, d_v > 128)
+ * or has been turned off. */
+size_t attn__flash_floats(const attn_dims *d);
+
+/* For the tests: turns the fused kernel on or off (it is on by default);
+ * returns whether it was on. Not thread-safe. */
+int attn__flash_enable(int on);
+
 #endif

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* attn_flash.c, for the tests: turns the fused kernel off and on */
+int attn__flash_enable(int on);
+
 #define D(B, n, m, dm, dmem, h, g, dk, dv, dout) \
     { B, n, m, dm, dmem, h, g, dk, dv, dout }
 #define NOMASK ATTN_MASK_NONE
@@ -87,6 +90,19 @@ static const tl_spec kernel_table[] = {
       TL_B_ALL, NOMASK, TL_PAD_SOME, 0, 0 },
     { "large_m1000", D(1, 5, 1000, 8, 8, 2, 2, 4, 4, 8), true, false, 0,
       NOMASK, TL_PAD_SOME, 0, 0 },
+    /* the fused outputs-only kernel: key blocks of 256 (m = 513 leaves
+     * one key in the last), query tiles of 128 in groups of 8, d_v in
+     * slices of 32 up to 128, d_k up to 256; past those, the BLAS path */
+    { "fused_m513_cross_pad", D(2, 260, 513, 16, 12, 4, 2, 16, 32, 8), true,
+      true, TL_B_ALL, NOMASK, TL_PAD_SOME, 0, 0 },
+    { "fused_causal_dv48_gqa", D(2, 300, 300, 24, 24, 6, 2, 20, 48, 16),
+      false, true, TL_B_ALL, CAUSAL, TL_PAD_SOME, 0, 0 },
+    { "fused_causal_key0_dv100", D(1, 137, 137, 16, 16, 2, 1, 3, 100, 8),
+      false, true, 0, CAUSAL, TL_PAD_KEY0, 0, 0 },
+    { "fused_dv129_blas", D(1, 40, 40, 16, 16, 2, 2, 8, 129, 8), false,
+      true, 0, NOMASK, TL_PAD_NONE, 0, 0 },
+    { "fused_dk257_blas", D(1, 40, 40, 16, 16, 1, 1, 257, 5, 5), false,
+      false, 0, CAUSAL, TL_PAD_SOME, 0, 0 },
 };
 
 #define KERNEL_TABLE_LEN (sizeof kernel_table / sizeof kernel_table[0])
@@ -129,6 +145,7 @@ static void kernel_check(const tl_spec *s, uint64_t seed,
     size_t n_out, n_w, n_mean;
     float *w_ref, *w_rmean, *w_ph, *w_mean, *mean_ref;
     float *out_ref, *out_rmean, *out_rnone, *out_ph, *out_mean, *out_none;
+    float *out_blas;
     char what[160];
 
     tl_case_init(&c, s, seed);
@@ -181,6 +198,12 @@ static void kernel_check(const tl_spec *s, uint64_t seed,
     snprintf(what, sizeof what, "%s: none-mode output vs per_head run",
              s->name);
     tl_assert_close_f(what, out_none, out_ph, n_out);
+    /* the same without the fused kernel, which the run above may take */
+    attn__flash_enable(0);
+    out_blas = tl_run(attn_forward, p, ATTN_WEIGHTS_NONE, NULL);
+    attn__flash_enable(1);
+    snprintf(what, sizeof what, "%s: none-mode BLAS output vs ref", s->name);
+    tl_assert_close_f(what, out_blas, out_ref, n_out);
 
     snprintf(what, sizeof what, "%s: ref", s->name);
     *masked_rows = kernel_check_masked_rows(what, p, out_ref);
@@ -190,6 +213,8 @@ static void kernel_check(const tl_spec *s, uint64_t seed,
     kernel_check_masked_rows(what, p, out_mean);
     snprintf(what, sizeof what, "%s: none", s->name);
     kernel_check_masked_rows(what, p, out_none);
+    snprintf(what, sizeof what, "%s: none, BLAS", s->name);
+    kernel_check_masked_rows(what, p, out_blas);
 
     free(out_ref);
     free(w_ref);
@@ -202,6 +227,7 @@ static void kernel_check(const tl_spec *s, uint64_t seed,
     free(out_mean);
     free(w_mean);
     free(out_none);
+    free(out_blas);
     tl_case_free(&c);
 }
 

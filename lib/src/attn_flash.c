@@ -1,0 +1,410 @@
+/* attn_flash.c: the fused outputs-only kernel (AVX-512). When no weights
+ * are returned, a tile of query rows of one head walks the keys in blocks
+ * and keeps a running max and sum per row (online softmax), so its scores
+ * never leave the core's caches:
+ *
+ *   for each key block K_b, V_b (FLASH_KEYS keys):
+ *     pass 1  S = scale Q K_b^T              [8 rows][FLASH_KEYS]  (L1)
+ *     pass 2  mask; max_new = max(max, rowmax S); O, sum *= e^(max - max_new)
+ *             P = e^(S - max_new); sum += rowsum P
+ *     pass 3  O += P V_b                     [8 rows][d_v]
+ *   O /= sum
+ *
+ * The BLAS path (two sgemm calls around a 2 to 4 MiB tile of scores a head)
+ * packs both operands on every call and sends each score through the
+ * memory hierarchy four times; here the only traffic is K and V. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attn_exp.h"
+#include "attn_internal.h"
+
+/* Keys a block: its scores for one row group (8 x 256 floats, 8 KiB) stay
+ * in L1, its packed K^T and V (d_k or d_v x 256 floats) in L2. */
+#define FLASH_KEYS ATTN__FLASH_KEYS
+/* Query rows a group: the micro-kernels hold 8 rows x 32 columns of
+ * accumulators (16 registers). */
+#define FLASH_GROUP 8
+/* The widest d_v the accumulators of pass 3 are sized for (columns in
+ * slices of 32), and the widest d_k worth packing. */
+#define FLASH_MAX_DV 128
+#define FLASH_MAX_DK 256
+
+static int attn__flash_on = 1;
+
+int attn__flash_enable(int on)
+{
+    int was = attn__flash_on;
+
+    attn__flash_on = on != 0;
+    return was;
+}
+
+static size_t attn__round_up(size_t a, size_t to)
+{
+    return (a + to - 1) / to * to;
+}
+
+#ifdef ATTN__HAVE_X86
+
+/* The per-worker workspace, in floats, each part on its own cache line. */
+typedef struct attn__flash_ws {
+    float *qs;  /* [ATTN__FLASH_ROWS][d_k]: the tile's queries, scaled */
+    float *s;   /* [FLASH_GROUP][FLASH_KEYS]: a group's scores, then P */
+    float *o;   /* [ATTN__FLASH_ROWS][dvp]: the unnormalised outputs */
+    float *max; /* [ATTN__FLASH_ROWS]: running max, -inf before any key */
+    float *sum; /* [ATTN__FLASH_ROWS]: running sum of e^(s - max) */
+    uint16_t *pad; /* [FLASH_KEYS / 16]: padded keys of the block, 1 bits */
+} attn__flash_ws;
+
+static size_t attn__flash_dvp(const attn_dims *d)
+{
+    return attn__round_up(d->d_v, 32);
+}
+
+static size_t attn__flash_parts(const attn_dims *d, float *base,
+                                attn__flash_ws *ws)
+{
+    size_t dvp = attn__flash_dvp(d), at = 0;
+    size_t sizes[6] = {
+        ATTN__FLASH_ROWS * d->d_k, FLASH_GROUP * FLASH_KEYS,
+        ATTN__FLASH_ROWS * dvp,  ATTN__FLASH_ROWS,
+        ATTN__FLASH_ROWS,        FLASH_KEYS / 16 / 2 /* uint16 in floats */
+    };
+    float *part[6];
+
+    for (size_t i = 0; i < 6; i++) {
+        part[i] = base != NULL ? base + at : NULL;
+        at += attn__round_up(sizes[i], 16);
+    }
+    if (ws != NULL) {
+        ws->qs = part[0];
+        ws->s = part[1];
+        ws->o = part[2];
+        ws->max = part[3];
+        ws->sum = part[4];
+        ws->pad = (uint16_t *)(void *)part[5];
+    }
+    return at;
+}
+
+/* pass 1 for one group: s[r][0..keys) = sum_c qs[r][c] kt[c][..], keys a
+ * multiple of 32, kt's rows ldk apart (zero past the last key); top[r] is
+ * row r's max, which a block without masked keys uses as it is (NaN
+ * scores may be missing from it: they surface in the exponentials). */
+__attribute__((target("avx512f"))) static void
+attn__flash_scores(float *s, float *top, const float *qs, const float *kt,
+                   size_t ldk, size_t d_k, size_t keys)
+{
+    __m512 vmax[FLASH_GROUP];
+
+    for (size_t r = 0; r < FLASH_GROUP; r++)
+        vmax[r] = _mm512_set1_ps(-INFINITY);
+    for (size_t j = 0; j < keys; j += 32) {
+        __m512 acc[FLASH_GROUP][2];
+
+        for (size_t r = 0; r < FLASH_GROUP; r++)
+            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (size_t c = 0; c < d_k; c++) {
+            const float *kr = kt + c * ldk + j;
+            __m512 k0 = _mm512_load_ps(kr), k1 = _mm512_load_ps(kr + 16);
+#pragma GCC unroll 8
+            for (size_t r = 0; r < FLASH_GROUP; r++) {
+                __m512 q = _mm512_set1_ps(qs[r * d_k + c]);
+                acc[r][0] = _mm512_fmadd_ps(q, k0, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(q, k1, acc[r][1]);
+            }
+        }
+        for (size_t r = 0; r < FLASH_GROUP; r++) {
+            _mm512_store_ps(s + r * FLASH_KEYS + j, acc[r][0]);
+            _mm512_store_ps(s + r * FLASH_KEYS + j + 16, acc[r][1]);
+            vmax[r] = _mm512_max_ps(vmax[r],
+                                    _mm512_max_ps(acc[r][0], acc[r][1]));
+        }
+    }
+    for (size_t r = 0; r < FLASH_GROUP; r++)
+        top[r] = _mm512_reduce_max_ps(vmax[r]);
+}
+
+/* pass 3 for one group: o[r][..] += sum_k s[r][k] vp[k][..] over keys
+ * keys, in slices of 32 columns. */
+__attribute__((target("avx512f"))) static void
+attn__flash_values(float *o, const float *s, const float *vp, size_t dvp,
+                   size_t keys)
+{
+    for (size_t c0 = 0; c0 < dvp; c0 += 32) {
+        __m512 acc[FLASH_GROUP][2];
+
+        for (size_t r = 0; r < FLASH_GROUP; r++) {
+            acc[r][0] = _mm512_load_ps(o + r * dvp + c0);
+            acc[r][1] = _mm512_load_ps(o + r * dvp + c0 + 16);
+        }
+        for (size_t k = 0; k < keys; k++) {
+            const float *vr = vp + k * dvp + c0;
+            __m512 v0 = _mm512_load_ps(vr), v1 = _mm512_load_ps(vr + 16);
+#pragma GCC unroll 8
+            for (size_t r = 0; r < FLASH_GROUP; r++) {
+                __m512 pk = _mm512_set1_ps(s[r * FLASH_KEYS + k]);
+                acc[r][0] = _mm512_fmadd_ps(pk, v0, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(pk, v1, acc[r][1]);
+            }
+        }
+        for (size_t r = 0; r < FLASH_GROUP; r++) {
+            _mm512_store_ps(o + r * dvp + c0, acc[r][0]);
+            _mm512_store_ps(o + r * dvp + c0 + 16, acc[r][1]);
+        }
+    }
+}
+
+/* pass 2 for one row: its keys [0, see) of the block are visible (causal),
+ * minus the padded ones; s becomes P (0 where masked) and the row's
+ * running max, sum and outputs move to the new max. When every key of the
+ * block is visible (masked 0), top is the row's max from pass 1. */
+__attribute__((target("avx512f"))) static void
+attn__flash_softmax(float *s, size_t keys, size_t see, const uint16_t *pad,
+                    int masked, float top, float *max, float *sum, float *o,
+                    size_t dvp)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 vmax = ninf, vsum = _mm512_setzero_ps(), vnew;
+    float fresh;
+
+    for (size_t j = 0; masked && j < keys; j += 16) {
+        __mmask16 k = see >= j + 16 ? (__mmask16)0xFFFF
+                      : see > j    ? (__mmask16)((1u << (see - j)) - 1)
+                                   : 0;
+        k &= (__mmask16)~pad[j / 16];
+        /* masked scores become -inf, as an additive mask would make them */
+        __m512 v = _mm512_mask_blend_ps(k, ninf, _mm512_load_ps(s + j));
+        _mm512_store_ps(s + j, v);
+        vmax = _mm512_max_ps(vmax, v);
+    }
+    if (masked)
+        top = _mm512_reduce_max_ps(vmax);
+    if (isnan(top))
+        top = INFINITY; /* gives NaN below, and the row reports it */
+    fresh = top > *max ? top : *max;
+    if (fresh == -INFINITY) { /* nothing visible yet: P = 0 */
+        for (size_t j = 0; j < keys; j += 16)
+            _mm512_store_ps(s + j, _mm512_setzero_ps());
+        return;
+    }
+    if (fresh > *max) {
+        /* e^(-inf) = 0 on the first visible block: o and sum start at 0 */
+        float f = expf(*max - fresh);
+        __m512 vf = _mm512_set1_ps(f);
+        for (size_t c = 0; c < dvp; c += 16)
+            _mm512_store_ps(o + c, _mm512_mul_ps(_mm512_load_ps(o + c), vf));
+        *sum *= f;
+        *max = fresh;
+    }
+    vnew = _mm512_set1_ps(fresh);
+    for (size_t j = 0; j < keys; j += 16) {
+        /* exp of -inf is exactly 0; a NaN or +inf score makes NaN */
+        __m512 e = attn__exp512(_mm512_sub_ps(_mm512_load_ps(s + j), vnew));
+        _mm512_store_ps(s + j, e);
+        vsum = _mm512_add_ps(vsum, e);
+    }
+    *sum += _mm512_reduce_add_ps(vsum);
+}
+
+/* Whether row q of batch element b sees any key that is not padded. */
+static int attn__flash_any_key(const attn_params *p, size_t b, size_t q)
+{
+    const attn_dims *d = &p->dims;
+    size_t see = d->m;
+
+    if (p->mask == ATTN_MASK_CAUSAL && q + 1 < see)
+        see = q + 1;
+    if (p->key_padding == NULL)
+        return see > 0;
+    for (size_t j = 0; j < see; j++)
+        if (!p->key_padding[b * d->m + j])
+            return 1;
+    return 0;
+}
+
+__attribute__((target("avx512f"))) int
+attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
+                 size_t rows, float *base)
+{
+    const attn_params *p = a->p;
+    const attn_dims *d = &p->dims;
+    size_t hdk = d->h * d->d_k, hdv = d->h * d->d_v;
+    size_t kv = i / (d->h / d->g), dvp = attn__flash_dvp(d);
+    size_t groups = (rows + FLASH_GROUP - 1) / FLASH_GROUP;
+    size_t rows_pad = groups * FLASH_GROUP, keys_end = d->m;
+    size_t ldk = attn__round_up(d->m, 32);
+    const float *kt = a->kt + (b * d->g + kv) * d->d_k * ldk;
+    const float *vp = a->vp + (b * d->g + kv) * d->m * dvp;
+    const uint8_t *pad = p->key_padding ? p->key_padding + b * d->m : NULL;
+    int causal = p->mask == ATTN_MASK_CAUSAL, rc = ATTN_OK, padded;
+    float top[FLASH_GROUP];
+    attn__flash_ws ws;
+
+    attn__flash_parts(d, base, &ws);
+    if (causal && q0 + rows < keys_end)
+        keys_end = q0 + rows; /* no row of the tile sees past its last */
+    /* the tile's queries, scaled once; rows past the tile are zero */
+    for (size_t r = 0; r < rows_pad; r++) {
+        float *qr = ws.qs + r * d->d_k;
+        const float *src = a->q + (b * d->n + q0 + r) * hdk + i * d->d_k;
+        for (size_t c = 0; c < d->d_k; c++)
+            qr[c] = r < rows ? a->scale * src[c] : 0.0f;
+        ws.max[r] = -INFINITY;
+        ws.sum[r] = 0.0f;
+    }
+    memset(ws.o, 0, rows_pad * dvp * sizeof(float));
+
+    for (size_t k0 = 0; k0 < keys_end; k0 += FLASH_KEYS) {
+        size_t n_keys = keys_end - k0 < FLASH_KEYS ? keys_end - k0 : FLASH_KEYS;
+        size_t keys = attn__round_up(n_keys, 32);
+
+        padded = 0;
+        for (size_t j = 0; j < keys; j += 16) {
+            uint16_t bits = 0;
+            for (size_t t = 0; pad != NULL && t < 16; t++)
+                if (j + t < n_keys && pad[k0 + j + t])
+                    bits |= (uint16_t)(1u << t);
+            ws.pad[j / 16] = bits;
+            padded |= bits != 0;
+        }
+
+        for (size_t g = 0; g < groups; g++) {
+            size_t r0 = g * FLASH_GROUP;
+            /* under a causal mask row q sees keys 0..q */
+            if (causal && k0 > q0 + r0 + FLASH_GROUP - 1)
+                continue;
+            attn__flash_scores(ws.s, top, ws.qs + r0 * d->d_k, kt + k0, ldk,
+                               d->d_k, keys);
+            for (size_t r = 0; r < FLASH_GROUP; r++) {
+                size_t q = q0 + r0 + r, see = n_keys;
+                if (causal)
+                    see = q + 1 <= k0 ? 0 : q + 1 - k0 < see ? q + 1 - k0 : see;
+                attn__flash_softmax(ws.s + r * FLASH_KEYS, keys, see, ws.pad,
+                                    padded || see < keys, top[r],
+                                    ws.max + r0 + r, ws.sum + r0 + r,
+                                    ws.o + (r0 + r) * dvp, dvp);
+            }
+            attn__flash_values(ws.o + r0 * dvp, ws.s, vp + k0 * dvp, dvp,
+                               n_keys);
+        }
+    }
+
+    for (size_t r = 0; r < rows; r++) {
+        float *out = a->cat + (b * d->n + q0 + r) * hdv + i * d->d_v;
+        const float *o = ws.o + r * dvp;
+        float s = ws.sum[r], inv = 0.0f;
+
+        if (!isfinite(s)) {
+            rc = ATTN_ERANGE; /* +inf or NaN scores */
+        } else if (s == 0.0f) {
+            /* a row of -inf: fully masked (zero output), or finite inputs
+             * whose scores overflowed to -inf */
+            if (attn__flash_any_key(p, b, q0 + r))
+                rc = ATTN_ERANGE;
+        } else {
+            inv = 1.0f / s;
+        }
+        for (size_t c = 0; c < d->d_v; c++)
+            out[c] = o[c] * inv;
+    }
+    return rc;
+}
+
+void attn__flash_pack(const attn__flash_args *a, size_t b, size_t kv,
+                      size_t k0)
+{
+    const attn_dims *d = &a->p->dims;
+    size_t gdk = d->g * d->d_k, gdv = d->g * d->d_v;
+    size_t ldk = attn__round_up(d->m, 32), dvp = attn__flash_dvp(d);
+    size_t end = d->m - k0 < FLASH_KEYS ? d->m : k0 + FLASH_KEYS;
+    float *kt = a->kt + (b * d->g + kv) * d->d_k * ldk;
+    float *vp = a->vp + (b * d->g + kv) * d->m * dvp;
+    const float *k = a->k + b * d->m * gdk + kv * d->d_k;
+    const float *v = a->v + b * d->m * gdv + kv * d->d_v;
+
+    /* K^T: read along rows of K, the writes land in d_k lines of kt */
+    for (size_t t = k0; t < end; t++)
+        for (size_t c = 0; c < d->d_k; c++)
+            kt[c * ldk + t] = k[t * gdk + c];
+    if (end == d->m) /* zero up to the padded width */
+        for (size_t c = 0; c < d->d_k; c++)
+            memset(kt + c * ldk + end, 0, (ldk - end) * sizeof(float));
+    for (size_t t = k0; t < end; t++) {
+        memcpy(vp + t * dvp, v + t * gdv, d->d_v * sizeof(float));
+        memset(vp + t * dvp + d->d_v, 0, (dvp - d->d_v) * sizeof(float));
+    }
+}
+
+size_t attn__flash_packed_floats(const attn_dims *d)
+{
+    size_t bg, kt, vp;
+
+    if (attn__mul(d->B, d->g, &bg) ||
+        attn__mul(d->d_k, attn__round_up(d->m, 32), &kt) ||
+        attn__mul(d->m, attn__flash_dvp(d), &vp) || kt > SIZE_MAX - vp ||
+        attn__mul(bg, kt + vp, &kt))
+        return SIZE_MAX; /* more than any allocation can hold */
+    return kt;
+}
+
+void attn__flash_place(attn__flash_args *a, float *packed)
+{
+    const attn_dims *d = &a->p->dims;
+
+    a->kt = packed;
+    a->vp = packed + d->B * d->g * d->d_k * attn__round_up(d->m, 32);
+}
+
+size_t attn__flash_floats(const attn_dims *d)
+{
+    if (!attn__flash_on || !__builtin_cpu_supports("avx512f") ||
+        d->d_k > FLASH_MAX_DK || d->d_v > FLASH_MAX_DV)
+        return 0;
+    return attn__flash_parts(d, NULL, NULL);
+}
+
+#else
+
+int attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
+                     size_t rows, float *base)
+{
+    (void)a;
+    (void)b;
+    (void)i;
+    (void)q0;
+    (void)rows;
+    (void)base;
+    return ATTN_EINVAL;
+}
+
+void attn__flash_pack(const attn__flash_args *a, size_t b, size_t kv,
+                      size_t k0)
+{
+    (void)a;
+    (void)b;
+    (void)kv;
+    (void)k0;
+}
+
+size_t attn__flash_packed_floats(const attn_dims *d)
+{
+    (void)d;
+    return 0;
+}
+
+void attn__flash_place(attn__flash_args *a, float *packed)
+{
+    a->kt = a->vp = packed;
+}
+
+size_t attn__flash_floats(const attn_dims *d)
+{
+    (void)d;
+    (void)attn__round_up;
+    return 0;
+}
+
+#endif
