@@ -1,6 +1,8 @@
 /* attn_blas.c: the fast kernel. Projections and both attention products go
  * through cblas_sgemm; scale, mask and softmax are fused in one pass over
- * each row of scores. The only file that includes cblas.h. */
+ * each row of scores. Outputs only, on a CPU with AVX-512F, the attention
+ * itself is attn_flash.c's fused kernel instead (d_k <= 256, d_v <= 128).
+ * The only file that includes cblas.h. */
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
