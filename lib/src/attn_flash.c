@@ -99,11 +99,13 @@ attn__flash_scores(float *s, float *top, const float *qs, const float *kt,
 {
     __m512 vmax[FLASH_GROUP];
 
+#pragma GCC unroll 8
     for (size_t r = 0; r < FLASH_GROUP; r++)
         vmax[r] = _mm512_set1_ps(-INFINITY);
     for (size_t j = 0; j < keys; j += 32) {
         __m512 acc[FLASH_GROUP][2];
 
+#pragma GCC unroll 8
         for (size_t r = 0; r < FLASH_GROUP; r++)
             acc[r][0] = acc[r][1] = _mm512_setzero_ps();
         for (size_t c = 0; c < d_k; c++) {
@@ -116,6 +118,7 @@ attn__flash_scores(float *s, float *top, const float *qs, const float *kt,
                 acc[r][1] = _mm512_fmadd_ps(q, k1, acc[r][1]);
             }
         }
+#pragma GCC unroll 8
         for (size_t r = 0; r < FLASH_GROUP; r++) {
             _mm512_store_ps(s + r * FLASH_KEYS + j, acc[r][0]);
             _mm512_store_ps(s + r * FLASH_KEYS + j + 16, acc[r][1]);
@@ -123,6 +126,7 @@ attn__flash_scores(float *s, float *top, const float *qs, const float *kt,
                                     _mm512_max_ps(acc[r][0], acc[r][1]));
         }
     }
+#pragma GCC unroll 8
     for (size_t r = 0; r < FLASH_GROUP; r++)
         top[r] = _mm512_reduce_max_ps(vmax[r]);
 }
@@ -136,6 +140,7 @@ attn__flash_values(float *o, const float *s, const float *vp, size_t dvp,
     for (size_t c0 = 0; c0 < dvp; c0 += 32) {
         __m512 acc[FLASH_GROUP][2];
 
+#pragma GCC unroll 8
         for (size_t r = 0; r < FLASH_GROUP; r++) {
             acc[r][0] = _mm512_load_ps(o + r * dvp + c0);
             acc[r][1] = _mm512_load_ps(o + r * dvp + c0 + 16);
@@ -150,6 +155,7 @@ attn__flash_values(float *o, const float *s, const float *vp, size_t dvp,
                 acc[r][1] = _mm512_fmadd_ps(pk, v1, acc[r][1]);
             }
         }
+#pragma GCC unroll 8
         for (size_t r = 0; r < FLASH_GROUP; r++) {
             _mm512_store_ps(o + r * dvp + c0, acc[r][0]);
             _mm512_store_ps(o + r * dvp + c0 + 16, acc[r][1]);
