@@ -197,8 +197,8 @@ attn__flash_softmax(float *s, size_t keys, size_t see, const uint16_t *pad,
         return;
     }
     if (fresh > *max) {
-        /* e^(-inf) = 0 on the first visible block: o and sum start at 0 */
-        float f = expf(*max - fresh);
+        /* 2^(-inf) = 0 on the first visible block: o and sum start at 0 */
+        float f = exp2f(*max - fresh);
         __m512 vf = _mm512_set1_ps(f);
         for (size_t c = 0; c < dvp; c += 16)
             _mm512_store_ps(o + c, _mm512_mul_ps(_mm512_load_ps(o + c), vf));
@@ -207,8 +207,8 @@ attn__flash_softmax(float *s, size_t keys, size_t see, const uint16_t *pad,
     }
     vnew = _mm512_set1_ps(fresh);
     for (size_t j = 0; j < keys; j += 16) {
-        /* exp of -inf is exactly 0; a NaN or +inf score makes NaN */
-        __m512 e = attn__exp512(_mm512_sub_ps(_mm512_load_ps(s + j), vnew));
+        /* 2^-inf is exactly 0; a NaN or +inf score makes NaN */
+        __m512 e = attn__exp2_512(_mm512_sub_ps(_mm512_load_ps(s + j), vnew));
         _mm512_store_ps(s + j, e);
         vsum = _mm512_add_ps(vsum, e);
     }
@@ -246,18 +246,19 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
     const float *vp = a->vp + (b * d->g + kv) * d->m * dvp;
     const uint8_t *pad = p->key_padding ? p->key_padding + b * d->m : NULL;
     int causal = p->mask == ATTN_MASK_CAUSAL, rc = ATTN_OK, padded;
-    float top[FLASH_GROUP];
+    float top[FLASH_GROUP], qscale = a->scale * (float)M_LOG2E;
     attn__flash_ws ws;
 
     attn__flash_parts(d, base, &ws);
     if (causal && q0 + rows < keys_end)
         keys_end = q0 + rows; /* no row of the tile sees past its last */
-    /* the tile's queries, scaled once; rows past the tile are zero */
+    /* the tile's queries, scaled once, with log2 e: the scores come in
+     * log2 units for attn__exp2_512; rows past the tile are zero */
     for (size_t r = 0; r < rows_pad; r++) {
         float *qr = ws.qs + r * d->d_k;
         const float *src = a->q + (b * d->n + q0 + r) * hdk + i * d->d_k;
         for (size_t c = 0; c < d->d_k; c++)
-            qr[c] = r < rows ? a->scale * src[c] : 0.0f;
+            qr[c] = r < rows ? qscale * src[c] : 0.0f;
         ws.max[r] = -INFINITY;
         ws.sum[r] = 0.0f;
     }
