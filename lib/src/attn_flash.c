@@ -257,8 +257,17 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
     for (size_t r = 0; r < rows_pad; r++) {
         float *qr = ws.qs + r * d->d_k;
         const float *src = a->q + (b * d->n + q0 + r) * hdk + i * d->d_k;
-        for (size_t c = 0; c < d->d_k; c++)
-            qr[c] = r < rows ? qscale * src[c] : 0.0f;
+        /* vector loads: Q's rows are cold here and far apart, and a
+         * scalar loop had few of their misses in flight */
+        for (size_t c = 0; c < d->d_k; c += 16) {
+            __mmask16 k = d->d_k - c >= 16
+                              ? (__mmask16)0xFFFF
+                              : (__mmask16)((1u << (d->d_k - c)) - 1);
+            __m512 v = r < rows ? _mm512_maskz_loadu_ps(k, src + c)
+                                : _mm512_setzero_ps();
+            _mm512_mask_storeu_ps(qr + c, k,
+                                  _mm512_mul_ps(v, _mm512_set1_ps(qscale)));
+        }
         ws.max[r] = -INFINITY;
         ws.sum[r] = 0.0f;
     }
@@ -332,10 +341,15 @@ void attn__flash_pack(const attn__flash_args *a, size_t b, size_t kv,
     const float *k = a->k + b * d->m * gdk + kv * d->d_k;
     const float *v = a->v + b * d->m * gdv + kv * d->d_v;
 
-    /* K^T: read along rows of K, the writes land in d_k lines of kt */
-    for (size_t t = k0; t < end; t++)
+    /* K^T, 16 keys at a time: each row of kt gets one whole cache line,
+     * where a key at a time wrote d_k lines ldk floats apart (the same L1
+     * set when ldk is a multiple of 1024) */
+    for (size_t t0 = k0; t0 < end; t0 += 16) {
+        size_t t1 = end - t0 < 16 ? end : t0 + 16;
         for (size_t c = 0; c < d->d_k; c++)
-            kt[c * ldk + t] = k[t * gdk + c];
+            for (size_t t = t0; t < t1; t++)
+                kt[c * ldk + t] = k[t * gdk + c];
+    }
     if (end == d->m) /* zero up to the padded width */
         for (size_t c = 0; c < d->d_k; c++)
             memset(kt + c * ldk + end, 0, (ldk - end) * sizeof(float));
