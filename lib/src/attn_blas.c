@@ -1,7 +1,8 @@
 /* attn_blas.c: the fast kernel. Projections and both attention products go
  * through cblas_sgemm; scale, mask and softmax are fused in one pass over
  * each row of scores. Outputs only, on a CPU with AVX-512F, the attention
- * itself is attn_flash.c's fused kernel instead (d_k <= 256, d_v <= 128).
+ * itself is attn_flash.c's fused kernel instead (d_k <= 256, d_v <= 128;
+ * on an executor, or with OpenBLAS on one thread).
  * The only file that includes cblas.h. */
 #include <cblas.h>
 #include <math.h>
@@ -439,7 +440,10 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
     /* tasks per tile: every head, or one when heads share the tile */
     job.head_tasks = !job.dense_mean && !job.keep_heads;
     job.lean = job.head_tasks && !job.dense_per_head;
-    if (job.lean)
+    /* The fused kernel has no threads of its own: without an executor
+     * it would run on the calling thread alone, where the sgemm calls
+     * are spread over OpenBLAS's threads. */
+    if (job.lean && (p->executor != NULL || openblas_get_num_threads() == 1))
         job.flash_floats = attn__flash_floats(d);
     job.scale = (float)attn__scale(p);
     job.q_rows = d->B * d->n;

@@ -263,12 +263,14 @@ END_TEST
  * must be the reference's: a row of -inf scores is not a masked row. With
  * W_k's columns of alternating sign (sign 0) q . k is 1.6e61 - 1.6e61, 0 in
  * float64 but +inf + -inf = NaN in float32: NaN scores must not pass as
- * weights of 0. */
+ * weights of 0. Each call runs twice, on the calling thread and on an
+ * executor (outputs only, the fused kernel where the CPU has it). */
 START_TEST(test_errors_range_scores)
 {
     attn_weights modes[] = { ATTN_WEIGHTS_PER_HEAD, ATTN_WEIGHTS_MEAN,
                              ATTN_WEIGHTS_NONE };
     tl_case c;
+    tl_exec ex;
 
     tl_case_init(&c, &errors_base, 7);
     for (size_t i = 0; i < 3 * 4; i++)
@@ -278,31 +280,37 @@ START_TEST(test_errors_range_scores)
     for (int sign = -1; sign <= 1; sign++) {
         for (size_t i = 0; i < 4 * 2 * 2; i++)
             c.w_k[i] = sign != 0 ? (float)sign : i % 2 ? -1.0f : 1.0f;
-        for (size_t m = 0; m < 3; m++) {
+        for (size_t m = 0; m < 2 * 3; m++) {
             float *w_ref = NULL, *out_ref, *out, *w = NULL;
             attn_params p = c.p;
             int st;
             char what[96];
 
-            p.weights = modes[m];
-            out_ref = tl_run(attn_forward_ref, &p, modes[m], &w_ref);
+            attn_weights mode = modes[m % 3];
+
+            p.weights = mode;
+            out_ref = tl_run(attn_forward_ref, &p, mode, &w_ref);
             out = malloc(tl_output_elems(&p) * sizeof *out);
             ck_assert_ptr_nonnull(out);
-            if (modes[m] != ATTN_WEIGHTS_NONE) {
-                w = malloc(tl_weights_elems(&p, modes[m]) * sizeof *w);
+            if (mode != ATTN_WEIGHTS_NONE) {
+                w = malloc(tl_weights_elems(&p, mode) * sizeof *w);
                 ck_assert_ptr_nonnull(w);
             }
+            tl_exec_init(&ex, TL_EXEC_REVERSE, 2);
+            if (m >= 3)
+                p.executor = &ex.iface;
             st = attn_forward(&p, out, w);
-            snprintf(what, sizeof what, "scores %s, weights mode %d",
+            tl_exec_destroy(&ex);
+            snprintf(what, sizeof what, "scores %s, weights mode %d%s",
                      sign < 0 ? "-inf" : sign > 0 ? "+inf" : "NaN",
-                     (int)modes[m]);
+                     (int)mode, m >= 3 ? ", executor" : "");
             ck_assert_msg(st == ATTN_OK || st == ATTN_ERANGE,
                           "%s: returned %d", what, st);
             if (st == ATTN_OK) {
                 tl_assert_close_f(what, out, out_ref, tl_output_elems(&p));
                 if (w != NULL)
                     tl_assert_close_f(what, w, w_ref,
-                                      tl_weights_elems(&p, modes[m]));
+                                      tl_weights_elems(&p, mode));
             }
             free(out_ref);
             free(w_ref);
