@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* attn_flash.c, for the tests: turns the fused kernel off and on */
 int attn__flash_enable(int on);
@@ -99,6 +100,10 @@ static const tl_spec kernel_table[] = {
       false, true, TL_B_ALL, CAUSAL, TL_PAD_SOME, 0, 0 },
     { "fused_causal_key0_dv100", D(1, 137, 137, 16, 16, 2, 1, 3, 100, 8),
       false, true, 0, CAUSAL, TL_PAD_KEY0, 0, 0 },
+    /* one head, 300 rows, 3 workers: tiles of 50 rows, so groups of 8
+     * straddle the key block at 256 */
+    { "fused_tile50_causal", D(1, 300, 300, 8, 8, 1, 1, 4, 4, 8), false,
+      true, 0, CAUSAL, TL_PAD_NONE, 0, 0 },
     { "fused_dv129_blas", D(1, 40, 40, 16, 16, 2, 2, 8, 129, 8), false,
       true, 0, NOMASK, TL_PAD_NONE, 0, 0 },
     { "fused_dk257_blas", D(1, 40, 40, 16, 16, 1, 1, 257, 5, 5), false,
@@ -404,6 +409,70 @@ START_TEST(test_kernel_no_weights_memory)
 }
 END_TEST
 
+/* Outputs only on an executor (the fused kernel where the CPU has
+ * AVX-512) against the float64 reference on a sweep of seeded random
+ * shapes: n and m on both sides of the 8-row groups, the 128-row tiles and
+ * the 256-key blocks, every mask and padding pattern, GQA, cross-attention,
+ * d_k and d_v of any size up to past the kernel's slices of 16 and 32. */
+START_TEST(test_kernel_fused_sweep)
+{
+    static const tl_pad pads[] = { TL_PAD_NONE, TL_PAD_SOME, TL_PAD_ALL_B0,
+                                   TL_PAD_KEY0 };
+    static const size_t heads[][2] = { { 1, 1 }, { 2, 1 }, { 4, 2 },
+                                       { 6, 3 }, { 3, 3 } };
+    uint64_t r = 0x9e3779b97f4a7c15u * (uint64_t)(_i + 1);
+    size_t pick[12];
+    tl_spec sp;
+    tl_case c;
+    tl_exec ex;
+    attn_params on_exec;
+    float *out, *ref;
+    char what[160];
+
+    for (size_t k = 0; k < 12; k++) {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        pick[k] = (size_t)(r >> 11);
+    }
+    memset(&sp, 0, sizeof sp);
+    sp.name = "fused_sweep";
+    sp.cross = pick[0] % 3 == 0;
+    sp.dims.B = 1 + pick[1] % 2;
+    sp.dims.n = 1 + pick[2] % 300;
+    sp.dims.m = sp.cross ? 1 + pick[3] % 560 : sp.dims.n;
+    sp.dims.d_model = 4 + pick[4] % 13;
+    sp.dims.d_mem = sp.cross ? 3 + pick[5] % 9 : sp.dims.d_model;
+    sp.dims.h = heads[pick[6] % 5][0];
+    sp.dims.g = heads[pick[6] % 5][1];
+    sp.dims.d_k = 1 + pick[7] % 40;
+    sp.dims.d_v = 1 + pick[8] % 70;
+    sp.dims.d_out = 1 + pick[9] % 9;
+    sp.w_o = true;
+    sp.biases = pick[10] % 2 ? TL_B_ALL : 0;
+    sp.mask = pick[11] % 2 ? CAUSAL : NOMASK;
+    sp.pad = pads[pick[11] / 2 % 4];
+    tl_case_init(&c, &sp, r);
+
+    tl_exec_init(&ex, TL_EXEC_THREADS, 2);
+    on_exec = c.p;
+    on_exec.executor = &ex.iface;
+    out = tl_run(attn_forward, &on_exec, ATTN_WEIGHTS_NONE, NULL);
+    tl_exec_destroy(&ex);
+    ref = tl_run(attn_forward_ref, &c.p, ATTN_WEIGHTS_NONE, NULL);
+    snprintf(what, sizeof what,
+             "fused sweep %d: B %zu n %zu m %zu h %zu g %zu d_k %zu d_v %zu "
+             "%s%s pad %d", _i, sp.dims.B, sp.dims.n, sp.dims.m, sp.dims.h,
+             sp.dims.g, sp.dims.d_k, sp.dims.d_v, sp.cross ? "cross " : "",
+             sp.mask == CAUSAL ? "causal" : "no mask", (int)sp.pad);
+    tl_assert_close_f(what, out, ref, tl_output_elems(&c.p));
+    kernel_check_masked_rows(what, &c.p, out);
+    free(out);
+    free(ref);
+    tl_case_free(&c);
+}
+END_TEST
+
 Suite *tl_suite_kernel(void)
 {
     Suite *s = suite_create("kernel");
@@ -417,6 +486,7 @@ Suite *tl_suite_kernel(void)
     tcase_add_test(tc, test_kernel_softmax_stability);
     tcase_add_test(tc, test_kernel_custom_scale_used);
     tcase_add_test(tc, test_kernel_no_weights_memory);
+    tcase_add_loop_test(tc, test_kernel_fused_sweep, 0, 24);
     suite_add_tcase(s, tc);
     return s;
 }
