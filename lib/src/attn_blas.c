@@ -265,7 +265,8 @@ static void attn__head_task(void *arg, size_t t, size_t worker)
 }
 
 /* Between phases 1 and 2 for the fused kernel, task t: one block of keys
- * of one key/value head, K transposed and V padded for the tiles. */
+ * of one key/value head, K transposed and V made contiguous for the
+ * tiles. */
 static void attn__flash_pack_task(void *arg, size_t t, size_t worker)
 {
     const attn__job *j = arg;

@@ -65,7 +65,7 @@ typedef struct attn__flash_args {
     const attn_params *p;
     const float *q, *k, *v;
     float *kt; /* [B][g][d_k][m rounded up to 32]: K^T, zero-padded */
-    float *vp; /* [B][g][m][d_v rounded up to 32]: V, zero-padded */
+    float *vp; /* [B][g][m][d_v]: V, each head's rows contiguous */
     float *cat;
     float scale;
 } attn__flash_args;
