@@ -882,7 +882,10 @@ static void *heavy_post(void *arg)
 START_TEST(test_http_health_during_heavy_request)
 {
     ts_case c;
-    ts_case_make(&c, 384, 128, 4, 32, "\"return_weights\":\"none\"");
+    /* heavy enough to be seen in flight between polls 10 ms apart: at
+     * n = 384 the fused outputs-only kernel finished both requests
+     * between two polls */
+    ts_case_make(&c, 2048, 128, 4, 32, "\"return_weights\":\"none\"");
     heavy_call h[2] = {{port, &c, 0}, {port, &c, 0}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
