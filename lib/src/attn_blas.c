@@ -250,7 +250,8 @@ static size_t attn__tile_keys(const attn__job *j, size_t q0, size_t rows)
  * within a batch element. A short request then still has a task per
  * worker without cutting its tiles short (n = 128, d_model = 256, 8 heads,
  * per-head weights, 2 workers: 0.74-0.80 ms before, 0.65-0.72 ms after),
- * and consecutive tasks share one head's K and V. */
+ * and consecutive tasks share one head's K and V. The fused kernel, when
+ * it takes the call, works in the same tasks. */
 static void attn__head_task(void *arg, size_t t, size_t worker)
 {
     const attn__job *j = arg;
@@ -260,6 +261,12 @@ static void attn__head_task(void *arg, size_t t, size_t worker)
     size_t q0 = t % j->nblocks * j->blk;
     size_t rows = d->n - q0 < j->blk ? d->n - q0 : j->blk;
 
+    if (j->flash_floats) {
+        if (attn__flash_tile(&j->fa, b, i, q0, rows,
+                             j->flash + worker * j->flash_floats) != ATTN_OK)
+            j->status[worker] = ATTN_ERANGE;
+        return;
+    }
     attn__attend_head(j, b, q0, rows, attn__tile_keys(j, q0, rows), i,
                       worker, j->dense_per_head);
 }
@@ -275,22 +282,6 @@ static void attn__flash_pack_task(void *arg, size_t t, size_t worker)
     (void)worker;
     attn__flash_pack(&j->fa, t / blocks / j->d->g, t / blocks % j->d->g,
                      t % blocks * ATTN__FLASH_KEYS);
-}
-
-/* Phase 2 on the lean path when the fused kernel takes the call: task t
- * is one head of one tile, in attn__head_task's order. */
-static void attn__flash_task(void *arg, size_t t, size_t worker)
-{
-    const attn__job *j = arg;
-    const attn_dims *d = j->d;
-    size_t per_b = d->h * j->nblocks;
-    size_t b = t / per_b, i = t % per_b / j->nblocks;
-    size_t q0 = t % j->nblocks * j->blk;
-    size_t rows = d->n - q0 < j->blk ? d->n - q0 : j->blk;
-
-    if (attn__flash_tile(&j->fa, b, i, q0, rows,
-                         j->flash + worker * j->flash_floats) != ATTN_OK)
-        j->status[worker] = ATTN_ERANGE;
 }
 
 /* Phase 2 otherwise, task t: every head of one tile, in order (the mean
@@ -577,8 +568,8 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
         job.fa.scale = job.scale;
         attn__run(p, d->B * d->g * attn__ceil_div(d->m, ATTN__FLASH_KEYS),
                   attn__flash_pack_task, &job);
-        attn__run(p, d->B * d->h * job.nblocks, attn__flash_task, &job);
-    } else if (job.head_tasks)
+    }
+    if (job.head_tasks)
         attn__run(p, d->B * d->h * job.nblocks, attn__head_task, &job);
     else
         attn__run(p, d->B * job.nblocks, attn__attend_task, &job);
