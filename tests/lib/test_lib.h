@@ -44,6 +44,8 @@ typedef struct tl_rng {
 } tl_rng;
 
 void tl_rng_seed(tl_rng *r, uint64_t seed);
+/* The next 64 random bits. */
+uint64_t tl_rng_next(tl_rng *r);
 /* Uniform in [lo, hi). */
 float tl_rng_uniform(tl_rng *r, float lo, float hi);
 

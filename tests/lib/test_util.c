@@ -18,7 +18,7 @@ void tl_rng_seed(tl_rng *r, uint64_t seed)
     r->state = seed;
 }
 
-static uint64_t tl_rng_next(tl_rng *r)
+uint64_t tl_rng_next(tl_rng *r)
 {
     uint64_t z = (r->state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
