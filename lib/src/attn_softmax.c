@@ -6,8 +6,27 @@
 #include <math.h>
 #include <string.h>
 
-#include "attn_exp.h"
 #include "attn_internal.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ATTN__HAVE_X86 1
+#include <immintrin.h>
+#endif
+
+/* The polynomial exp below (Cephes' expf: range reduction by ln 2 in two
+ * parts, degree-5 polynomial, ~2 ulp) is valid for v <= 0. Below EXP_LO the
+ * result would be subnormal; it returns exactly 0 there and for -inf, so
+ * masked keys weigh nothing. */
+#define EXP_LO (-87.33654f)
+#define EXP_LOG2E 1.44269504f
+#define EXP_C1 0.693359375f
+#define EXP_C2 (-2.12194440e-4f)
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
 
 /* Scalar: p[j] = exp(s[j] - max) for j < len, zeroing s[j] when p is
  * another row (see attn__softmax_into); returns the sum. */
@@ -87,6 +106,31 @@ attn__exp_sum_avx2(float *s, float *p, size_t len, float max)
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     return _mm_cvtss_f32(h) + attn__exp_sum_scalar(s + j, p + j, len - j, max);
+}
+
+__attribute__((target("avx512f"))) static inline __m512
+attn__exp512(__m512 v)
+{
+    const __m512 lo = _mm512_set1_ps(EXP_LO);
+    /* NaN lanes are kept and stay NaN (max_ps returns its second operand
+     * when one is NaN), so a NaN score surfaces in the row's sum */
+    __mmask16 keep = _mm512_cmp_ps_mask(v, lo, _CMP_NLT_UQ);
+    __m512 x = _mm512_max_ps(lo, v);
+    __m512 n = _mm512_roundscale_ps(
+        _mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_C1), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_C2), r);
+    __m512 p = _mm512_set1_ps(EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P5));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r),
+                        _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    /* p * 2^n, n in [-126, 24] here */
+    return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
 /* How far (in natural log units) a score may exceed the row's running
