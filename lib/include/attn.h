@@ -101,6 +101,60 @@ typedef struct attn_executor {
     void *ctx;
 } attn_executor;
 
+/* Rotary position embedding (RoFormer). Pair p (0 <= p < dim/2) has the
+ * frequency inv_freq[p], or theta^(-2p/dim) when inv_freq is NULL; at
+ * position t the pair (u, w) becomes
+ *   f * (u cos(t freq) - w sin(t freq), u sin(t freq) + w cos(t freq))
+ * with f the attention factor. Pair p is entries (p, p + dim/2) for
+ * ATTN_ROPE_HALF (Hugging Face rotate_half) and (2p, 2p+1) for
+ * ATTN_ROPE_INTERLEAVED (GPT-J). Entries dim .. d_k-1 pass through. */
+typedef enum attn_rope_style {
+    ATTN_ROPE_HALF = 0,
+    ATTN_ROPE_INTERLEAVED = 1
+} attn_rope_style;
+
+typedef struct attn_rope {
+    size_t dim;              /* even, <= d_k; 0: no rotary embedding */
+    double theta;            /* > 0, or 0: 10000 */
+    const float *inv_freq;   /* [dim/2], or NULL: from theta */
+    attn_rope_style style;
+    double attention_factor; /* > 0, or 0: 1 */
+} attn_rope;
+
+/* RMS norm of queries and keys before the rotation: per head (weights of
+ * d_k values, Qwen3) or over the whole projected row (weights of h*d_k and
+ * g*d_k values, OLMo 2). */
+typedef enum attn_qk_norm_over {
+    ATTN_QK_NORM_NONE = 0,
+    ATTN_QK_NORM_HEAD = 1,
+    ATTN_QK_NORM_ALL = 2
+} attn_qk_norm_over;
+
+typedef struct attn_qk_norm {
+    attn_qk_norm_over over;
+    const float *q_weight; /* [d_k] (HEAD) or [h*d_k] (ALL) */
+    const float *k_weight; /* [d_k] (HEAD) or [g*d_k] (ALL) */
+    double eps;            /* > 0, or 0: 1e-6 */
+} attn_qk_norm;
+
+/* An n x m map per (batch element, head) given in a broadcast form: the map
+ * of batch element b and head i starts at data + b*stride_b + i*stride_h
+ * (elements), rows of m. A stride of 0 shares the map: [n][m] is both
+ * strides 0, [h][n][m] is stride_h n*m, [B][n][m] stride_b n*m,
+ * [B][h][n][m] stride_b h*n*m and stride_h n*m. */
+typedef struct attn_score_map {
+    const void *data; /* float (score_bias) or uint8_t (score_mask); NULL: none */
+    size_t stride_b, stride_h;
+} attn_score_map;
+
+/* Sliding window: key b is visible from query a only when
+ * pos[a] - left <= kpos[b] <= pos[a] + right. */
+#define ATTN_UNBOUNDED SIZE_MAX
+typedef struct attn_window {
+    int on;             /* 0: no window */
+    size_t left, right; /* ATTN_UNBOUNDED: no bound on that side */
+} attn_window;
+
 /* Everything one call needs. All pointers are borrowed for the call.
  * Matrices are row-major and contiguous; weights use the "heads side by side"
  * layout: head i of W_q owns columns i*d_k .. (i+1)*d_k-1. */
@@ -123,6 +177,37 @@ typedef struct attn_params {
     attn_weights weights;
     const attn_allocator *allocator; /* NULL: malloc/free */
     const attn_executor *executor;   /* NULL: run on the calling thread */
+
+    /* -- the rules of real model families (all optional: zeroed fields
+     * give the computation above exactly) ------------------------------
+     * For head i (key/value head j), query a, key b of batch element b:
+     *   q = Q_i[a], k = K_j[b]
+     *   qk_norm: q = q / sqrt(mean(q^2) + eps) * q_weight, likewise k
+     *   rope:    q rotated by positions[a], k by key_positions[b]
+     *   s = scale * (q . k)
+     *   softcap: s = softcap * tanh(s / softcap)
+     *   s += attn_bias[..][i][a][b] - alibi_slopes[i] * |pos[a] - kpos[b]|
+     *   s = -inf where the key is hidden (attn_visible below)
+     *   softmax over the visible keys; O_i = A_i V_j */
+    const int64_t *positions;     /* [B][n], >= 0; NULL: 0 .. n-1 */
+    const int64_t *key_positions; /* [B][m], >= 0; NULL: positions when
+                                     memory is NULL, else 0 .. m-1 */
+    attn_rope rope;               /* rope.dim 0: no rotation */
+    attn_qk_norm qk_norm;         /* qk_norm.over ATTN_QK_NORM_NONE: none */
+    float softcap;                /* > 0, or 0: none */
+    const float *alibi_slopes;    /* [h], or NULL: no ALiBi */
+    attn_score_map score_bias;    /* float, added; data NULL: none */
+    attn_score_map score_mask;    /* uint8_t, nonzero hides; data NULL: none */
+    attn_window window;           /* window.on 0: none */
+    const size_t *global_tokens;  /* [n_global] indices, or NULL: query a
+                                     (a < n) sees every key and key b
+                                     (b < m) is seen by every query that
+                                     the window alone hides it from */
+    size_t n_global;
+    const float *value;           /* [B][m][d_val]: a separate source of
+                                     values (w_v is then [d_val][g*d_v]);
+                                     NULL: values come from memory (or x) */
+    size_t d_val;                 /* width of value; ignored when NULL */
 } attn_params;
 
 /* Head analysis: what each head does (Clark et al. 2019, "What Does BERT
@@ -197,6 +282,15 @@ typedef struct attn_extras {
     uint32_t *top_index;
     float *top_weight;
     double *cost_seconds;
+    /* value_norms  [B][h][m]: ||V_j[b] W_o^(i)||, W_o^(i) being the d_v
+     *              rows of w_o that head i owns (||V_j[b]|| without w_o)
+     * q_out        [B][h][n][d_k], k_out [B][g][m][d_k]: the queries and
+     *              keys as they enter the dot product (after qk_norm and
+     *              rope, before the scale)
+     * each NULL when not wanted */
+    float *value_norms;
+    float *q_out;
+    float *k_out;
 } attn_extras;
 
 /* Validates p: dimensions non-zero, g divides h, d_out == h*d_v without W_O,
