@@ -1,7 +1,7 @@
-# mk/codec.mk: the service's JSON codec (service/codec*.c): its one C++ shim
+# mk/codec.mk: the service's JSON codec (service/json, service/attend): its one C++ shim
 # over Debian's header-only dragonbox and fast_float, its unit-test binary
 # and its micro-benchmark. The codec's C objects are compiled and linked into
-# the service by mk/service.mk with the other service/*.c files.
+# the service by mk/service.mk with the other service objects.
 
 DEB_PACKAGES += g++ libjansson-dev libdragonbox-dev libfast-float-dev
 DEB_TEST_PACKAGES += check
@@ -15,9 +15,9 @@ CODEC_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wshadow $(OPT) $(HARDEN) \
                  $(if $(filter 1,$(SAN)),,-DNDEBUG) -fno-exceptions -fno-rtti \
                  $(addprefix -isystem ,$(wildcard /usr/include/dragonbox-*)) \
                  -Iservice -MMD -MP
-CODEC_CC_OBJ := $(BUILD)/obj/service/codec_num_cc.o
+CODEC_CC_OBJ := $(BUILD)/obj/service/json/numbers_cc.o
 
-$(CODEC_CC_OBJ): service/codec_num_cc.cc
+$(CODEC_CC_OBJ): service/json/numbers_cc.cc
 	@mkdir -p $(@D)
 	$(CODEC_CXX) $(CODEC_CXXFLAGS) -c $< -o $@
 
@@ -25,8 +25,8 @@ $(CODEC_CC_OBJ): service/codec_num_cc.cc
 # the C driver links it into the service and its tests (mk/service.mk).
 SERVICE_EXTRA_OBJS += $(CODEC_CC_OBJ)
 
-CODEC_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard service/codec*.c)) \
-             $(BUILD)/obj/service/errors.o $(BUILD)/obj/service/limits.o \
+CODEC_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard service/json/*.c service/attend/*.c)) \
+             $(BUILD)/obj/service/errors.o \
              $(CODEC_CC_OBJ)
 CODEC_CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CODEC_CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)

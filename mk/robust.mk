@@ -70,8 +70,8 @@ LOADTEST_SECONDS ?= 60
 # -- fuzzing --------------------------------------------------------------
 
 FUZZ_CODEC_OBJS = $(BUILD)/obj/tests/fuzz/fuzz_codec.o \
-                  $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard service/codec*.c)) \
-                  $(BUILD)/obj/service/errors.o $(BUILD)/obj/service/limits.o
+                  $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard service/json/*.c service/attend/*.c)) \
+                  $(BUILD)/obj/service/errors.o
 FUZZ_HTTP_OBJS = $(BUILD)/obj/tests/fuzz/fuzz_http.o \
                  $(filter-out $(SERVICE_MAIN_OBJ),$(SERVICE_OBJS))
 

@@ -1,6 +1,6 @@
 # mk/service.mk: the HTTP daemon build/attnd and its tests.
 #
-#   $(BUILD)/attnd               every service/*.c object (main.o included),
+#   $(BUILD)/attnd               every service/**/*.c object (main.o included),
 #                                the embedded assets, libattn.a
 #   $(BUILD)/tests/test_service  every service object but main.o, and the
 #                                suites of tests/service/ over real HTTP
@@ -10,7 +10,8 @@
 # Other fragments may append to SERVICE_LIBS (extra link flags, e.g.
 # -lstdc++) and SERVICE_EXTRA_OBJS (objects built from non-C sources).
 
-SERVICE_SRCS := $(wildcard service/*.c)
+SERVICE_DIRS := service service/http service/json service/attend
+SERVICE_SRCS := $(foreach d,$(SERVICE_DIRS),$(wildcard $(d)/*.c))
 SERVICE_OBJS := $(SERVICE_SRCS:%.c=$(BUILD)/obj/%.o)
 SERVICE_MAIN_OBJ := $(BUILD)/obj/service/main.o
 SERVICE_LIBS +=
@@ -18,13 +19,13 @@ SERVICE_EXTRA_OBJS +=
 SERVICE_PKGS := libmicrohttpd jansson
 SERVICE_PKG_CFLAGS = $(shell pkg-config --cflags $(SERVICE_PKGS))
 SERVICE_PKG_LIBS = $(shell pkg-config --libs $(SERVICE_PKGS))
-CFLAGS_service += $(SERVICE_PKG_CFLAGS)
+$(foreach d,$(SERVICE_DIRS),$(eval CFLAGS_$(d) += $$(SERVICE_PKG_CFLAGS)))
 CFLAGS_tests/service += $(SERVICE_PKG_CFLAGS) $(shell pkg-config --cflags check libcurl)
 
 SERVICE_TEST_SRCS := $(wildcard tests/service/*.c)
 SERVICE_TEST_OBJS := $(SERVICE_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 
-ASSET_FILES += /openapi.json=service/openapi.json:application/json
+ASSET_FILES += /openapi.json=service/attend/openapi.json:application/json
 DEB_TEST_PACKAGES += libcurl4-openssl-dev
 ALL_TARGETS += $(BUILD)/attnd
 TEST_TARGETS += test-service test-service-asan

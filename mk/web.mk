@@ -3,7 +3,7 @@
 # ASSETS_OBJ. Browser test: headless Debian chromium via playwright-core.
 #
 # ASSET_FILES: space-separated `urlpath=file[:content-type]` entries added by
-# other fragments, e.g. /openapi.json=service/openapi.json:application/json.
+# other fragments, e.g. /openapi.json=service/attend/openapi.json:application/json.
 # web/index.html is served at `/`, any other web/<path> at `/<path>`; the
 # content type of web files is guessed from the extension by embed.
 
@@ -49,7 +49,7 @@ $(BUILD)/gen/assets.c: $(EMBED) $(BUILD)/gen/assets.list $$(web_asset_srcs)
 	@mkdir -p $(@D)
 	$(EMBED) $@ $(web_quoted_entries)
 
-$(ASSETS_OBJ): $(BUILD)/gen/assets.c service/assets.h
+$(ASSETS_OBJ): $(BUILD)/gen/assets.c service/http/assets.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "limits.h"
+#include "attend/limits_config.h"
 
 /* attnd's version, in --version and attnd_build_info. */
 #define CONFIG_VERSION "0.1.0"
@@ -19,7 +19,7 @@ typedef struct config {
     size_t max_connections; /* --max-connections ATTND_MAX_CONNECTIONS */
     unsigned body_timeout_s; /* --body-timeout ATTND_BODY_TIMEOUT: seconds a
                                 request body may take to arrive in full */
-    limits_config limits;   /* --max-* and --timeout, see limits.h */
+    limits_config limits;   /* --max-* and --timeout, see attend/limits_config.h */
     char cors_origins[1024]; /* --cors-origins ATTND_CORS_ORIGINS: "*" or a
                                 comma-separated list of origins */
     bool quiet;             /* --quiet ATTND_QUIET: no per-request log */

@@ -1,5 +1,9 @@
-/* errors.c: the error table's lookups. */
+/* errors.c: the error table's lookups and the first-error-wins record. */
 #include "errors.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "attn.h"
 
@@ -40,4 +44,27 @@ errors_kind errors_from_attn(int status)
     default:
         return ERRORS_INTERNAL;
     }
+}
+
+void codec_error_set(codec_error *err, errors_kind kind, const char *field,
+                     const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || err->message[0] != '\0')
+        return;
+    err->kind = kind;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    {
+        /* a truncated message must not end inside a UTF-8 sequence */
+        size_t n = strlen(err->message);
+        if (n + 1 == sizeof err->message)
+            while (n > 0 && ((unsigned char)err->message[n - 1] & 0x80))
+                err->message[--n] = '\0';
+    }
+    if (err->message[0] == '\0')
+        snprintf(err->message, sizeof err->message, "%s", errors_code(kind));
+    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
 }

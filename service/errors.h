@@ -1,7 +1,10 @@
 /* errors.h: the one table that maps every failure to its HTTP status and
- * contract error code, plus the library-status mapping. */
+ * contract error code, the library-status mapping, and the error record
+ * (codec_error) that every layer fills, first error wins. */
 #ifndef ATTND_ERRORS_H
 #define ATTND_ERRORS_H
+
+#include <stddef.h>
 
 /* X(name, http_status, contract code) */
 #define ERRORS_MAP(X)                                                         \
@@ -31,5 +34,19 @@ const char *errors_code(errors_kind kind);
  * (422), EOVERFLOW is too_large (413), ENOMEM is 503
  * (transient), anything else internal (500). */
 errors_kind errors_from_attn(int status);
+
+/* One error, filled by the first failure (first error wins). Zero it
+ * before the first call that may fill it. */
+typedef struct codec_error {
+    errors_kind kind;
+    char message[512]; /* what was expected and what was found */
+    char field[256];   /* JSON Pointer (RFC 6901) or "" when none */
+} codec_error;
+
+/* Fills err unless it already holds an error (first error wins).
+ * field may be NULL. */
+void codec_error_set(codec_error *err, errors_kind kind, const char *field,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

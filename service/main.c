@@ -1,5 +1,5 @@
 /* main.c: attnd's entry point: configuration, start, wait for SIGTERM or
- * SIGINT, drain, exit. Everything else lives in server.c so tests can link
+ * SIGINT, drain, exit. Everything else lives in http/server.c so tests can link
  * all but this file. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include "attn.h"
 #include "config.h"
 #include "log.h"
-#include "server.h"
+#include "http/server.h"
 
 /* --healthcheck: GET /healthz on the configured port with a plain socket
  * (the container image has no curl). Returns 0 on a 200 answer, else 1. */

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""gen_pow10_g.py: prints the table of codec_num.c's AVX-512 shortest-digit
+"""gen_pow10_g.py: prints the table of json/numbers.c's AVX-512 shortest-digit
 loop (Schubfach for float32): for e = -31 .. 45, the 64-bit
 g(e) = floor(10^e * 2^(63 - floor(log2 10^e))) + 1, in [2^63, 2^64).
 

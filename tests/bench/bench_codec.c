@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "codec.h"
-#include "codec_int.h"
+#include "attend/codec.h"
+#include "attend/request.h"
 
 static double now(void)
 {

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "codec_num.h"
+#include "json/numbers.h"
 
 #define BLOCK 4093u
 

@@ -22,9 +22,9 @@
 #include <jansson.h>
 
 #include "attn.h"
-#include "codec.h"
+#include "attend/codec.h"
 #include "errors.h"
-#include "limits.h"
+#include "attend/limits_config.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "server.h"
+#include "http/server.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

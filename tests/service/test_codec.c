@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "codec_int.h"
+#include "attend/codec.h"
+#include "attend/request.h"
 
 #ifndef CODEC_FIXTURES
 #define CODEC_FIXTURES "tests/fixtures/codec"
@@ -2083,7 +2083,7 @@ static int plain_json_number(const char *t)
     return *t == '\0';
 }
 
-/* The row reader (codec_row.c), with each of its loops this CPU has, takes
+/* The row reader (json/rows.c), with each of its loops this CPU has, takes
  * exactly the short plain decimals and reads them like strtof: rows of random numbers of 1 to 16 bytes (sign,
  * digits, point anywhere, leading zeros, exponents, doubled points, lone
  * signs) in random spacing; whatever it takes must equal strtof bit for

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "server.h"
+#include "http/server.h"
 
 Suite *codec_suite(void); /* tests/service/test_codec.c */
 Suite *config_suite(void);

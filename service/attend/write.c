@@ -1,10 +1,10 @@
-/* codec_write.c: the 200 response body, streamed. The body is a short list of
+/* attend/write.c: the 200 response body, streamed. The body is a short list of
  * segments (literal text, a float array as nested JSON arrays, a float array
  * as base64) that codec_writer_read turns into text a staging buffer at a
  * time, so a response of tens of megabytes never exists as one string or one
  * jansson tree. Numbers are the shortest text that reads back to the same
- * float32 (codec_num.c). */
-#include "codec_int.h"
+ * float32 (json/numbers.c). */
+#include "attend/request.h"
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
-/* codec_num.c: the text layout of a float32 from its shortest decimal digits
- * (dragonbox, via codec_num_cc.cc): plain notation for moderate exponents,
+/* json/numbers.c: the text layout of a float32 from its shortest decimal digits
+ * (dragonbox, via json/numbers_cc.cc): plain notation for moderate exponents,
  * scientific otherwise, as printf's %g would lay them out. Plain notation
  * takes one SSSE3 byte shuffle a number where the CPU has it; the portable
  * layout writes every notation, and the tests hold the two to the same
@@ -8,7 +8,7 @@
  * shortest digits and the texts eight at a time: the same digits as
  * dragonbox and the same texts as the layouts above, which make test
  * checks on every float32 (tests/exhaustive/shortest_all.c). */
-#include "codec_num.h"
+#include "json/numbers.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,8 +1,8 @@
-/* codec_tensor.c: the request's matrices, vectors and masks, parsed straight
+/* json/tensor.c: the request's matrices, vectors and masks, parsed straight
  * from the body into packed row-major buffers (nested JSON arrays, or base64
  * tensor objects {"dtype","shape","data"}), with a JSON Pointer to the first
  * offending element; and the base64 encoder the response writer uses. */
-#include "codec_int.h"
+#include "json/json.h"
 
 #include <math.h>
 #include <stdio.h>

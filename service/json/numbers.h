@@ -1,7 +1,7 @@
-/* codec_num.h: float32 <-> shortest decimal text for the codec. The
+/* json/numbers.h: float32 <-> shortest decimal text for the codec. The
  * conversions are Debian's dragonbox (shortest round-trip digits) and
  * fast_float (correctly rounded parsing), reached through one C++ shim,
- * codec_num_cc.cc; the text layout is C, in codec_num.c, as are the AVX-512
+ * json/numbers_cc.cc; the text layout is C, in json/numbers.c, as are the AVX-512
  * runs (digits and texts of eight values at once) that dragonbox checks. */
 #ifndef ATTND_CODEC_NUM_H
 #define ATTND_CODEC_NUM_H
@@ -27,7 +27,7 @@ size_t codec_num_format(float v, char *buf);
 size_t codec_num_layout(float v, uint32_t sig, int exp, char *buf);
 
 /* The digits codec_num_dragonbox_n gives, eight values at a time with
- * AVX-512 where the CPU has it (codec_num.c), by dragonbox otherwise. */
+ * AVX-512 where the CPU has it (json/numbers.c), by dragonbox otherwise. */
 void codec_num_shortest_n(const float *v, size_t n, uint32_t *sig, int *exp);
 /* 1 when codec_num_shortest_n runs the AVX-512 loop, 0 when dragonbox. */
 int codec_num_shortest_simd(void);
@@ -44,7 +44,7 @@ void codec_num_text_n(const float *v, size_t n, char (*text)[16],
  * without it and for the tests that compare the two. */
 size_t codec_num_format_portable(float v, char *buf);
 
-/* The C++ shim (codec_num_cc.cc): Debian's dragonbox and fast_float. */
+/* The C++ shim (json/numbers_cc.cc): Debian's dragonbox and fast_float. */
 #ifdef __cplusplus
 extern "C" {
 #endif

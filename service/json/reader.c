@@ -1,10 +1,10 @@
-/* codec_json.c: a strict RFC 8259 reader over the request body: whitespace,
+/* json/reader.c: a strict RFC 8259 reader over the request body: whitespace,
  * strings (escapes and UTF-8 validated), numbers (grammar checked here, value
  * by fast_float), literals, skipping any value. Syntax errors say line and
  * column. The codec parses the request with it instead of jansson because a
  * jansson tree of millions of numbers costs more than the attention itself
  * (figures in tests/service/bench_codec.c). */
-#include "codec_int.h"
+#include "json/json.h"
 
 #include <math.h>
 #include <stdio.h>

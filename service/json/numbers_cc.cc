@@ -1,4 +1,4 @@
-// codec_num_cc.cc: the codec's one C++ file, a shim over two header-only
+// json/numbers_cc.cc: the codec's one C++ file, a shim over two header-only
 // Debian libraries: dragonbox (libdragonbox-dev: shortest round-trip digits
 // of a float32) and fast_float (libfast-float-dev: correctly rounded decimal
 // to float32/double). Measured against the C alternatives in
@@ -9,7 +9,7 @@
 #include <dragonbox/dragonbox.h>
 #include <fast_float/fast_float.h>
 
-#include "codec_num.h"
+#include "json/numbers.h"
 
 void codec_num_shortest(float v, uint32_t *sig, int *exp)
 {

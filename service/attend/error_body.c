@@ -1,36 +1,12 @@
-/* codec_error.c: the codec's error record (first error wins) and the JSON
- * error body {"error":{"code","message","field"}}. "field" is omitted when
- * there is no JSON Pointer to give (the contract: "when there is one"). */
-#include "codec.h"
+/* error_body.c: the JSON error body {"error":{"code","message","field"}}.
+ * "field" is omitted when there is no JSON Pointer to give (the contract:
+ * "when there is one"). */
+#include "attend/codec.h"
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void codec_error_set(codec_error *err, errors_kind kind, const char *field,
-                     const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || err->message[0] != '\0')
-        return;
-    err->kind = kind;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    {
-        /* a truncated message must not end inside a UTF-8 sequence */
-        size_t n = strlen(err->message);
-        if (n + 1 == sizeof err->message)
-            while (n > 0 && ((unsigned char)err->message[n - 1] & 0x80))
-                err->message[--n] = '\0';
-    }
-    if (err->message[0] == '\0')
-        snprintf(err->message, sizeof err->message, "%s", errors_code(kind));
-    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
-}
 
 char *codec_error_body(const codec_error *err, size_t *len)
 {

@@ -1,4 +1,4 @@
-/* codec_row.c: the numeric arrays' innermost loop, with SSSE3.
+/* json/rows.c: the numeric arrays' innermost loop, with SSSE3.
  *
  * A request's matrices are mostly short decimals in compact rows
  * ("0.345584,-1.30316,..."). codec_json_row first finds the separators of
@@ -15,7 +15,7 @@
  * more than fifteen bytes and the body's last 96 bytes are left to the
  * general reader (codec_json_number). On CPUs with AVX-512 (VBMI2), whole
  * 64-byte blocks of such numbers are read together first (below). */
-#include "codec_int.h"
+#include "json/json.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 

@@ -1,6 +1,6 @@
-/* codec_parse.c: request body -> validated attn_params with owned buffers.
+/* attend/parse.c: request body -> validated attn_params with owned buffers.
  *
- * One pass over the body with the reader of codec_json.c: each known field is
+ * One pass over the body with the reader of json/reader.c: each known field is
  * parsed straight into its packed buffer; unknown fields are skipped (the
  * contract may grow optional fields, so an older server ignores them), and a
  * JSON null counts as an absent optional field. The first contract error is
@@ -10,7 +10,7 @@
  * say expected vs found, with a JSON Pointer), the limits are checked with
  * overflow-checked products, and only then are 3-D weights converted to the
  * library's side-by-side layout. */
-#include "codec_int.h"
+#include "attend/request.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,47 +1,19 @@
-/* codec_int.h: private to the codec (codec_*.c): the parsed request, the JSON
- * reader, numeric arrays and tensors, number conversion. Not for the HTTP
- * layer, which sees only codec.h. */
-#ifndef ATTND_CODEC_INT_H
-#define ATTND_CODEC_INT_H
+/* json.h: the JSON reader and the numeric-array parser the request codec
+ * is built on: a cursor over the body (reader.c), plain numbers and runs of
+ * them (rows.c, numbers.c), nested arrays and base64 tensor objects into
+ * owned float or boolean buffers (tensor.c). Knows nothing of attention:
+ * errors are reported through the codec_error of errors.h. */
+#ifndef ATTND_JSON_H
+#define ATTND_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "attn.h"
-#include "codec.h"
+#include "errors.h"
+#include "json/numbers.h"
 
-/* -- the parsed request ---------------------------------------------------- */
-
-struct codec_request {
-    attn_params p;     /* pointers into the owned buffers below */
-    int batched;       /* x was given as [B][n][d_model] (rank follows x) */
-    int base64_out;    /* "encoding": "base64" */
-    /* owned inputs (NULL when absent) */
-    float *x, *memory, *w_q, *w_k, *w_v, *w_o, *b_q, *b_k, *b_v, *b_o;
-    uint8_t *key_padding; /* [B][m] */
-    char *tokens_json;        /* compact JSON of "tokens", or NULL */
-    char *memory_tokens_json; /* compact JSON of "memory_tokens", or NULL */
-    uint64_t params;   /* attn_param_count */
-    uint64_t flops;    /* attn_flops */
-    int analysis;      /* "analysis": true (head figures, issue 8) */
-    size_t top_k;      /* "top_k": k, or 0 for dense maps */
-    /* results of codec_run */
-    float *output;     /* [B][n][d_out] */
-    float *weights;    /* [B][h][n][m], [B][n][m] or NULL (also with top_k) */
-    size_t output_elems, weights_elems;
-    float *pairs;      /* top_k: [B][h][n][k][2] or [B][n][k][2] of (index,
-                          weight); indices are exact in float32 (m < 2^24) */
-    size_t pairs_elems;
-    attn_head_stats *heads; /* analysis: [B][h] */
-    float *similarity;      /* analysis: [B][h][h] */
-    size_t *skipped_rows;   /* analysis: [B] */
-    const attn_executor *exec; /* the pool codec_run was given, or NULL */
-    double elapsed_ms;
-    double analysis_seconds; /* extras' cost, summed over compute threads */
-};
-
-/* -- JSON reader (codec_json.c) --------------------------------------------- */
+/* -- JSON reader (reader.c) --------------------------------------------- */
 
 /* A cursor over the request body. Syntax errors are reported as
  * ERRORS_INVALID_JSON with line and column computed from the offset. */
@@ -255,7 +227,7 @@ static inline int codec_json_number_fast(const char *p, const char *end,
 }
 
 /* Reads a run of compact numbers "v,v,...,v" at *pp into out, at most
- * room of them, as long as each is a short plain decimal (see codec_row.c)
+ * room of them, as long as each is a short plain decimal (see rows.c)
  * followed by ',' or ']'. Returns how many it read, with *pp just past the
  * last one (at its ',' or ']'); 0 and *pp unchanged when it takes none.
  * The values are exactly codec_json_number's. out[k..room) may be left
@@ -295,7 +267,7 @@ int codec_json_literal(codec_reader *r, const char *lit, codec_error *err);
  * ("a string", "an object", "a number", ...). */
 const char *codec_json_kind(const codec_reader *r);
 
-/* -- numeric arrays and tensors (codec_tensor.c) ---------------------------- */
+/* -- numeric arrays and tensors (tensor.c) ---------------------------- */
 
 /* An owned row-major array with its shape, as parsed from one field. */
 typedef struct codec_array {
@@ -335,7 +307,5 @@ void codec_array_dim_ptr(const codec_array *a, const char *ptr, int k,
  * Returns the number of chars written. */
 size_t codec_base64_f32(const float *v, size_t total_bytes, size_t from,
                         size_t to, char *out);
-
-#include "codec_num.h"
 
 #endif

@@ -8,22 +8,8 @@
 #include <stdint.h>
 
 #include "attn.h"
+#include "attend/limits_config.h"
 #include "errors.h"
-#include "limits.h"
-
-/* One error, filled by the first failure (first error wins). Zero it
- * before the first call that may fill it. */
-typedef struct codec_error {
-    errors_kind kind;
-    char message[512]; /* what was expected and what was found */
-    char field[256];   /* JSON Pointer (RFC 6901) or "" when none */
-} codec_error;
-
-/* Fills err unless it already holds an error (first error wins).
- * field may be NULL. */
-void codec_error_set(codec_error *err, errors_kind kind, const char *field,
-                     const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* The error response body {"error":{"code","message","field"}} as a
  * malloc'd NUL-terminated string (caller frees); NULL when out of memory. */

@@ -15,7 +15,7 @@
  * libmicrohttpd 0.9.75 mishandles a response queued mid-upload, so an
  * oversized chunked body is drained and discarded, and 413 follows the
  * upload. */
-#include "server.h"
+#include "http/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,8 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "assets.h"
-#include "codec.h"
+#include "http/assets.h"
+#include "attend/codec.h"
 #include "errors.h"
 #include "log.h"
 #include "pool.h"

@@ -1,5 +1,5 @@
-/* limits.c: default per-request limits. */
-#include "limits.h"
+/* limits_config.c: default per-request limits. */
+#include "attend/limits_config.h"
 
 void limits_defaults(limits_config *lim)
 {

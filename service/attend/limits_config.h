@@ -1,4 +1,4 @@
-/* limits.h: per-request limits. Each has a command-line flag and an
+/* limits_config.h: per-request limits. Each has a command-line flag and an
  * environment variable (config.c) and is named in the 413 message. */
 #ifndef ATTND_LIMITS_H
 #define ATTND_LIMITS_H

@@ -1,7 +1,7 @@
-/* codec_run.c: runs the library on a parsed request (attn_forward, or
+/* attend/run.c: runs the library on a parsed request (attn_forward, or
  * attn_forward_ex for top-k rows and head analysis), keeps the results in
  * it, and frees requests. */
-#include "codec_int.h"
+#include "attend/request.h"
 
 #include <math.h>
 #include <stdlib.h>
