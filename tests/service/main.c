@@ -1,5 +1,5 @@
 /* main.c: runner of the service suites (codec, config, pool, metrics, HTTP,
- * drain). */
+ * drain, store). */
 #include <curl/curl.h>
 #include <stdlib.h>
 
@@ -14,6 +14,7 @@ int main(void)
     srunner_add_suite(sr, metrics_suite());
     srunner_add_suite(sr, http_suite());
     srunner_add_suite(sr, drain_suite());
+    srunner_add_suite(sr, store_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

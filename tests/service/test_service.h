@@ -17,6 +17,7 @@ Suite *pool_suite(void);
 Suite *metrics_suite(void);
 Suite *http_suite(void);
 Suite *drain_suite(void);
+Suite *store_suite(void); /* tests/service/test_store.c */
 
 /* A config for tests: 127.0.0.1, port 0, 2 compute threads, quiet. */
 void ts_config(config *cfg);

@@ -1,0 +1,547 @@
+/* test_store.c: the tensor store: names (SHA-256 against hashlib's values),
+ * put/get/release, LRU eviction under a small capacity, held tensors
+ * surviving eviction, concurrent puts of the same bytes, a concurrent
+ * get/put/evict stress, and the /tensors endpoints over real HTTP. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store.h"
+#include "test_service.h"
+
+/* -- names ------------------------------------------------------------------ */
+
+/* hashlib.sha256(struct.pack("<%df" % len(v), *v)).hexdigest() */
+typedef struct store_vector {
+    float v[4];
+    size_t n;
+    const char *hex;
+} store_vector;
+
+static const store_vector store_vectors[] = {
+    {{1.0f, 2.0f, 3.0f}, 3,
+     "8e628779e6a74ee0b36991c10158f63cafec7d340ad4e075592502c8708524dd"},
+    {{0.0f}, 1,
+     "df3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b81119"},
+    {{-0.0f}, 1,
+     "6d58692645c9d1cfaf13541cbd258f86193ef63c2f1d38f6bbca9617372d7bd6"},
+    {{0.5f, -1.25f, 3.0e-8f, 65504.0f}, 4,
+     "deaa36ba761b8ff8c191eafe6ebe5cc8e72ec36fc6270dec3f9333390b5f3b2b"},
+};
+
+/* 1000 values (4000 bytes, many SHA-256 blocks): v[i] = ((i * 2654435761)
+ * mod 1000) / 1000 - 0.5, computed in double and rounded to float, as
+ * Python's struct.pack does. */
+static void store_long_vector(float *v)
+{
+    for (uint64_t i = 0; i < 1000; i++)
+        v[i] = (float)((double)(i * 2654435761u % 1000) / 1000.0 - 0.5);
+}
+static const char store_long_hex[] =
+    "42cdf48ecbee98bd03dc6e6c7714d8571b353153db9ee5bd7e5a8df487308df0";
+
+static void store_hex(const unsigned char h[32], char out[65])
+{
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+START_TEST(test_store_sha256_vectors)
+{
+    unsigned char h[32];
+    char hex[65], ref[72];
+    for (size_t i = 0; i < sizeof store_vectors / sizeof store_vectors[0];
+         i++) {
+        ck_assert_int_eq(store_hash(store_vectors[i].v, store_vectors[i].n, h),
+                         0);
+        store_hex(h, hex);
+        ck_assert_str_eq(hex, store_vectors[i].hex);
+        store_ref_format(h, ref);
+        ck_assert_str_eq(ref + 7, store_vectors[i].hex);
+        ck_assert(!strncmp(ref, "sha256:", 7));
+    }
+    float *v = malloc(1000 * sizeof *v);
+    store_long_vector(v);
+    ck_assert_int_eq(store_hash(v, 1000, h), 0);
+    store_hex(h, hex);
+    ck_assert_str_eq(hex, store_long_hex);
+
+    /* a put names its tensor the same way */
+    store *s;
+    ck_assert_int_eq(store_new(1 << 20, &s), 0);
+    const store_tensor *t;
+    int created;
+    size_t shape[2] = {10, 100};
+    ck_assert_int_eq(store_put(s, v, 1000, shape, 2, &t, &created), 0);
+    ck_assert_str_eq(t->ref + 7, store_long_hex);
+    store_release(s, t);
+    store_free(s);
+    free(v);
+}
+END_TEST
+
+START_TEST(test_store_ref_parse)
+{
+    char ref[80];
+    unsigned char h[32], back[32];
+    snprintf(ref, sizeof ref, "sha256:%s", store_long_hex);
+    ck_assert_int_eq(store_ref_parse(ref, strlen(ref), h), 0);
+    char again[72];
+    store_ref_format(h, again);
+    ck_assert_str_eq(again, ref);
+
+    memset(back, 7, sizeof back);
+    /* wrong length, prefix, case or digit: malformed, hash unchanged */
+    ck_assert_int_eq(store_ref_parse(ref, strlen(ref) - 1, back), -1);
+    ck_assert_int_eq(store_ref_parse("sha256:xyz", 10, back), -1);
+    char bad[80];
+    snprintf(bad, sizeof bad, "SHA256:%s", store_long_hex);
+    ck_assert_int_eq(store_ref_parse(bad, strlen(bad), back), -1);
+    snprintf(bad, sizeof bad, "sha256:%s", store_long_hex);
+    bad[20] = 'A';
+    ck_assert_int_eq(store_ref_parse(bad, strlen(bad), back), -1);
+    bad[20] = 'g';
+    ck_assert_int_eq(store_ref_parse(bad, strlen(bad), back), -1);
+    snprintf(bad, sizeof bad, "sha512:%s", store_long_hex);
+    ck_assert_int_eq(store_ref_parse(bad, strlen(bad), back), -1);
+    for (int i = 0; i < 32; i++)
+        ck_assert_int_eq(back[i], 7);
+}
+END_TEST
+
+/* -- put, get, release -------------------------------------------------------- */
+
+/* n values that identify id: id + k / 1024. */
+static float *store_values(unsigned id, size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (size_t k = 0; k < n; k++)
+        v[k] = (float)id + (float)(k % 1024) / 1024.0f;
+    return v;
+}
+
+/* Puts id's n values as a vector and returns the held tensor. */
+static const store_tensor *store_put_id(store *s, unsigned id, size_t n,
+                                        int *created)
+{
+    float *v = store_values(id, n);
+    const store_tensor *t = NULL;
+    int c;
+    ck_assert_int_eq(store_put(s, v, n, &n, 1, &t, &c), 0);
+    ck_assert_ptr_nonnull(t);
+    free(v);
+    if (created)
+        *created = c;
+    return t;
+}
+
+/* The hash of id's n values. */
+static void store_hash_id(unsigned id, size_t n, unsigned char h[32])
+{
+    float *v = store_values(id, n);
+    ck_assert_int_eq(store_hash(v, n, h), 0);
+    free(v);
+}
+
+static int store_has(store *s, unsigned id, size_t n)
+{
+    unsigned char h[32];
+    store_hash_id(id, n, h);
+    const store_tensor *t = store_get(s, h);
+    store_release(s, t);
+    return t != NULL;
+}
+
+START_TEST(test_store_put_get_release)
+{
+    store *s;
+    ck_assert_int_eq(store_new(1 << 20, &s), 0);
+    ck_assert_ptr_nonnull(s);
+    float v[6] = {1, 2, 3, 4, 5, 6};
+    size_t shape23[2] = {2, 3}, shape6[1] = {6};
+    const store_tensor *t, *u;
+    int created;
+    ck_assert_int_eq(store_put(s, v, 6, shape23, 2, &t, &created), 0);
+    ck_assert_int_eq(created, 1);
+    ck_assert_uint_eq(t->count, 6);
+    ck_assert_int_eq(t->rank, 2);
+    ck_assert_uint_eq(t->shape[0], 2);
+    ck_assert_uint_eq(t->shape[1], 3);
+    ck_assert_uint_eq(t->shape[2], 0);
+    ck_assert(t->data != v);
+    ck_assert_mem_eq(t->data, v, sizeof v);
+    ck_assert_uint_eq(strlen(t->ref), STORE_REF_LEN);
+    v[0] = 99; /* the store keeps its own copy */
+    ck_assert_float_eq(t->data[0], 1);
+    v[0] = 1;
+
+    /* the same bytes again, with another shape: the first shape stands */
+    ck_assert_int_eq(store_put(s, v, 6, shape6, 1, &u, &created), 0);
+    ck_assert_int_eq(created, 0);
+    ck_assert_ptr_eq(u, t);
+    ck_assert_int_eq(u->rank, 2);
+    store_release(s, u);
+
+    unsigned char h[32];
+    ck_assert_int_eq(store_ref_parse(t->ref, strlen(t->ref), h), 0);
+    u = store_get(s, h);
+    ck_assert_ptr_eq(u, t);
+    store_release(s, u);
+    h[0] ^= 1;
+    ck_assert_ptr_null(store_get(s, h));
+
+    store_stats st;
+    store_get_stats(s, &st);
+    ck_assert_uint_eq(st.entries, 1);
+    ck_assert_uint_eq(st.bytes, 24);
+    ck_assert_uint_eq(st.hits, 1);
+    ck_assert_uint_eq(st.misses, 1);
+    ck_assert_uint_eq(st.evictions, 0);
+
+    /* bad arguments store nothing */
+    size_t bad[2] = {4, 2};
+    errno = 0;
+    ck_assert_int_eq(store_put(s, v, 6, bad, 2, &u, &created), -1);
+    ck_assert_int_eq(errno, EINVAL);
+    ck_assert_ptr_null(u);
+    ck_assert_int_eq(store_put(s, v, 6, shape6, 5, &u, &created), -1);
+    ck_assert_int_eq(store_put(s, v, 6, shape6, 0, &u, &created), -1);
+    size_t zero[2] = {0, 6};
+    ck_assert_int_eq(store_put(s, v, 0, zero, 2, &u, &created), -1);
+    store_get_stats(s, &st);
+    ck_assert_uint_eq(st.entries, 1);
+
+    store_release(s, t);
+    store_release(s, NULL);
+    store_free(s);
+}
+END_TEST
+
+START_TEST(test_store_off)
+{
+    store *s = (store *)1;
+    ck_assert_int_eq(store_new(0, &s), 0);
+    ck_assert_ptr_null(s);
+    unsigned char h[32] = {0};
+    ck_assert_ptr_null(store_get(NULL, h));
+    float v = 1;
+    size_t n = 1;
+    const store_tensor *t = (const store_tensor *)1;
+    int created = 5;
+    ck_assert_int_eq(store_put(NULL, &v, 1, &n, 1, &t, &created), -1);
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(created, 0);
+    store_stats st;
+    memset(&st, 0xff, sizeof st);
+    store_get_stats(NULL, &st);
+    ck_assert_uint_eq(st.entries + st.bytes + st.hits + st.misses +
+                          st.evictions, 0);
+    store_release(NULL, NULL);
+    store_free(NULL);
+}
+END_TEST
+
+/* -- eviction ------------------------------------------------------------------ */
+
+START_TEST(test_store_lru_order)
+{
+    /* room for three tensors of 4 values (16 bytes each) */
+    store *s;
+    ck_assert_int_eq(store_new(48, &s), 0);
+    for (unsigned id = 1; id <= 3; id++)
+        store_release(s, store_put_id(s, id, 4, NULL));
+    /* a use makes 1 the most recent, so 2 is now the oldest */
+    ck_assert(store_has(s, 1, 4));
+    store_release(s, store_put_id(s, 4, 4, NULL));
+    ck_assert(!store_has(s, 2, 4));
+    ck_assert(store_has(s, 3, 4));
+    ck_assert(store_has(s, 1, 4));
+    ck_assert(store_has(s, 4, 4));
+    /* a re-upload is a use too: 3 becomes the newest, 1 goes next... */
+    int created;
+    store_release(s, store_put_id(s, 3, 4, &created));
+    ck_assert_int_eq(created, 0);
+    /* ...and a tensor of 8 values (32 bytes) evicts two: 1 and 4 */
+    store_release(s, store_put_id(s, 5, 8, NULL));
+    ck_assert(!store_has(s, 1, 4));
+    ck_assert(!store_has(s, 4, 4));
+    ck_assert(store_has(s, 3, 4));
+    ck_assert(store_has(s, 5, 8));
+
+    store_stats st;
+    store_get_stats(s, &st);
+    ck_assert_uint_eq(st.entries, 2);
+    ck_assert_uint_eq(st.bytes, 48);
+    ck_assert_uint_eq(st.evictions, 3);
+    ck_assert_uint_eq(st.hits, 6);
+    ck_assert_uint_eq(st.misses, 3);
+
+    /* larger than the whole store: refused, nothing evicted */
+    float *big = store_values(9, 13);
+    size_t n = 13;
+    const store_tensor *t;
+    errno = 0;
+    ck_assert_int_eq(store_put(s, big, 13, &n, 1, &t, &created), -1);
+    ck_assert_int_eq(errno, EFBIG);
+    ck_assert_ptr_null(t);
+    free(big);
+    store_get_stats(s, &st);
+    ck_assert_uint_eq(st.entries, 2);
+    ck_assert_uint_eq(st.evictions, 3);
+    /* exactly the capacity fits, evicting everything else */
+    store_release(s, store_put_id(s, 10, 12, NULL));
+    store_get_stats(s, &st);
+    ck_assert_uint_eq(st.entries, 1);
+    ck_assert_uint_eq(st.bytes, 48);
+    store_free(s);
+}
+END_TEST
+
+START_TEST(test_store_held_survives_eviction)
+{
+    store *s;
+    ck_assert_int_eq(store_new(32, &s), 0); /* two tensors of 4 values */
+    const store_tensor *a = store_put_id(s, 1, 4, NULL); /* held */
+    store_release(s, store_put_id(s, 2, 4, NULL));
+    /* 1 is older, but held: the unheld 2 goes first */
+    store_release(s, store_put_id(s, 3, 4, NULL));
+    ck_assert(!store_has(s, 2, 4));
+    ck_assert(store_has(s, 3, 4));
+    /* a held 4 pushes out the unheld 3, though 1 is older */
+    const store_tensor *d = store_put_id(s, 4, 4, NULL);
+    ck_assert(!store_has(s, 3, 4));
+    /* 5 finds only held tensors: the oldest, 1, leaves the store but
+     * stays readable for its holder */
+    store_release(s, store_put_id(s, 5, 4, NULL));
+    ck_assert(!store_has(s, 1, 4));
+    ck_assert(store_has(s, 4, 4));
+    float *want = store_values(1, 4);
+    ck_assert_mem_eq(a->data, want, 4 * sizeof(float));
+
+    /* while the evicted copy is held, the same bytes can be stored anew */
+    int created;
+    const store_tensor *a2 = store_put_id(s, 1, 4, &created);
+    ck_assert_int_eq(created, 1);
+    ck_assert_ptr_ne(a2, a);
+    ck_assert_str_eq(a2->ref, a->ref);
+
+    store_stats st;
+    store_get_stats(s, &st);
+    ck_assert_uint_eq(st.entries, 2);
+    ck_assert_uint_eq(st.bytes, 32);
+    /* the last release frees the evicted tensor (LeakSanitizer in the ASan
+     * build would report it otherwise; ASan, any later use) */
+    store_release(s, a);
+    store_release(s, a2);
+    store_release(s, d);
+    free(want);
+    store_free(s);
+}
+END_TEST
+
+/* -- concurrency ------------------------------------------------------------------ */
+
+#define STORE_THREADS 8
+
+typedef struct store_same_arg {
+    store *s;
+    pthread_barrier_t *go;
+    const float *v;
+    size_t n;
+    const store_tensor *t;
+    int created;
+} store_same_arg;
+
+static void *store_same_worker(void *p)
+{
+    store_same_arg *a = p;
+    pthread_barrier_wait(a->go);
+    size_t shape[2] = {512, a->n / 512};
+    if (store_put(a->s, a->v, a->n, shape, 2, &a->t, &a->created))
+        a->t = NULL;
+    return NULL;
+}
+
+START_TEST(test_store_concurrent_same_bytes)
+{
+    for (int round = 0; round < 20; round++) {
+        store *s;
+        ck_assert_int_eq(store_new(64 << 20, &s), 0);
+        size_t n = 512 * 512; /* 1 MiB */
+        float *v = store_values((unsigned)round, n);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, STORE_THREADS);
+        pthread_t th[STORE_THREADS];
+        store_same_arg args[STORE_THREADS];
+        for (int i = 0; i < STORE_THREADS; i++) {
+            args[i] = (store_same_arg){s, &go, v, n, NULL, -1};
+            ck_assert_int_eq(
+                pthread_create(&th[i], NULL, store_same_worker, &args[i]), 0);
+        }
+        int created = 0;
+        for (int i = 0; i < STORE_THREADS; i++) {
+            pthread_join(th[i], NULL);
+            ck_assert_ptr_nonnull(args[i].t);
+            ck_assert_ptr_eq(args[i].t, args[0].t);
+            created += args[i].created;
+        }
+        ck_assert_int_eq(created, 1);
+        store_stats st;
+        store_get_stats(s, &st);
+        ck_assert_uint_eq(st.entries, 1);
+        ck_assert_uint_eq(st.bytes, n * sizeof(float));
+        ck_assert_mem_eq(args[0].t->data, v, n * sizeof(float));
+        for (int i = 0; i < STORE_THREADS; i++)
+            store_release(s, args[i].t);
+        pthread_barrier_destroy(&go);
+        free(v);
+        store_free(s);
+    }
+}
+END_TEST
+
+/* Stress: every thread puts, gets, holds and releases tensors drawn from a
+ * pool of 48 (sizes 16 to 1024 values) in a store that fits a handful, so
+ * evictions run constantly under held tensors. Each held tensor's values
+ * are checked against its id (a freed one would differ, or trip ASan). */
+#define STORE_STRESS_IDS 48
+#define STORE_STRESS_OPS 3000
+
+static size_t store_stress_n(unsigned id)
+{
+    return (size_t)16 << (id % 7);
+}
+
+typedef struct store_stress_arg {
+    store *s;
+    unsigned seed;
+    unsigned char (*hashes)[32];
+    uint64_t gets, bad;
+} store_stress_arg;
+
+static int store_stress_check(const store_tensor *t, unsigned id)
+{
+    size_t n = store_stress_n(id);
+    if (t->count != n || t->rank != 1 || t->shape[0] != n)
+        return 0;
+    for (size_t k = 0; k < n; k += 7)
+        if (t->data[k] != (float)id + (float)(k % 1024) / 1024.0f)
+            return 0;
+    return 1;
+}
+
+static void *store_stress_worker(void *p)
+{
+    store_stress_arg *a = p;
+    const store_tensor *held[4] = {NULL};
+    unsigned held_id[4] = {0};
+    uint64_t x = a->seed * 0x9E3779B97F4A7C15u + 1;
+    float *v = malloc(1024 * 64 * sizeof *v);
+    for (int op = 0; op < STORE_STRESS_OPS; op++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned id = (unsigned)(x % STORE_STRESS_IDS);
+        int slot = (int)((x >> 32) % 4);
+        if (held[slot]) {
+            if (!store_stress_check(held[slot], held_id[slot]))
+                a->bad++;
+            store_release(a->s, held[slot]);
+            held[slot] = NULL;
+        }
+        const store_tensor *t = NULL;
+        if ((x >> 40) % 3 == 0) {
+            size_t n = store_stress_n(id);
+            for (size_t k = 0; k < n; k++)
+                v[k] = (float)id + (float)(k % 1024) / 1024.0f;
+            int created;
+            if (store_put(a->s, v, n, &n, 1, &t, &created))
+                a->bad++;
+        } else {
+            t = store_get(a->s, a->hashes[id]);
+            a->gets++;
+        }
+        if (t && !store_stress_check(t, id))
+            a->bad++;
+        if (t && (x >> 48) % 2) {
+            held[slot] = t;
+            held_id[slot] = id;
+        } else {
+            store_release(a->s, t);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        if (held[i] && !store_stress_check(held[i], held_id[i]))
+            a->bad++;
+        store_release(a->s, held[i]);
+    }
+    free(v);
+    return NULL;
+}
+
+START_TEST(test_store_concurrent_stress)
+{
+    store *s;
+    /* about 8 tensors of the average size */
+    ck_assert_int_eq(store_new(8 * 1024, &s), 0);
+    unsigned char(*hashes)[32] = malloc(STORE_STRESS_IDS * sizeof *hashes);
+    for (unsigned id = 0; id < STORE_STRESS_IDS; id++)
+        store_hash_id(id, store_stress_n(id), hashes[id]);
+    pthread_t th[STORE_THREADS];
+    store_stress_arg args[STORE_THREADS];
+    for (int i = 0; i < STORE_THREADS; i++) {
+        args[i] = (store_stress_arg){s, (unsigned)i + 1, hashes, 0, 0};
+        ck_assert_int_eq(
+            pthread_create(&th[i], NULL, store_stress_worker, &args[i]), 0);
+    }
+    uint64_t gets = 0;
+    for (int i = 0; i < STORE_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_uint_eq(args[i].bad, 0);
+        gets += args[i].gets;
+    }
+    store_stats st;
+    store_get_stats(s, &st);
+    ck_assert_uint_eq(st.hits + st.misses, gets);
+    ck_assert_uint_le(st.bytes, 8 * 1024);
+    ck_assert_uint_gt(st.evictions, 0);
+    ck_assert_uint_gt(st.hits, 0);
+    /* what is left is exactly what lookups find */
+    size_t found = 0, bytes = 0;
+    for (unsigned id = 0; id < STORE_STRESS_IDS; id++) {
+        const store_tensor *t = store_get(s, hashes[id]);
+        if (t) {
+            ck_assert(store_stress_check(t, id));
+            found++;
+            bytes += t->count * sizeof(float);
+        }
+        store_release(s, t);
+    }
+    ck_assert_uint_eq(found, st.entries);
+    ck_assert_uint_eq(bytes, st.bytes);
+    free(hashes);
+    store_free(s);
+}
+END_TEST
+
+Suite *store_suite(void)
+{
+    Suite *s = suite_create("store");
+    TCase *t = tcase_create("store");
+    tcase_add_test(t, test_store_sha256_vectors);
+    tcase_add_test(t, test_store_ref_parse);
+    tcase_add_test(t, test_store_put_get_release);
+    tcase_add_test(t, test_store_off);
+    tcase_add_test(t, test_store_lru_order);
+    tcase_add_test(t, test_store_held_survives_eviction);
+    tcase_add_test(t, test_store_concurrent_same_bytes);
+    tcase_add_test(t, test_store_concurrent_stress);
+    suite_add_tcase(s, t);
+    return s;
+}
