@@ -311,6 +311,29 @@ int attn_output_sizes(const attn_params *p, size_t *output_elems,
 int attn_param_count(const attn_params *p, uint64_t *count);
 int attn_flops(const attn_params *p, uint64_t *flops);
 
+/* The work the call will do, for limits (not the contract's flops):
+ * multiply-adds times two of the projections and of the score and value
+ * products over the pairs that the causal mask, the window and the global
+ * tokens leave (positions taken into account; key padding and score_mask
+ * are not counted off), plus ATTN_COST_EXP per such pair (the
+ * exponential), ATTN_COST_ROW per (batch element, head, query row),
+ * ATTN_COST_SOFTCAP per pair with a softcap, and the norm and rotation of
+ * queries and keys. O(B (n log m + m)), no allocation.
+ * Returns ATTN_OK, or fails like attn_check (ATTN_EOVERFLOW when the count
+ * does not fit 64 bits). */
+#define ATTN_COST_EXP 20
+#define ATTN_COST_SOFTCAP 20
+#define ATTN_COST_ROW 64
+int attn_cost(const attn_params *p, uint64_t *work_units);
+
+/* The peak of the workspace attn_forward_ex allocates for p and ex (NULL:
+ * none) when it runs on `workers` workers (the executor's, or 1 without):
+ * projections, packed K and V, score tiles, the visibility tables and the
+ * head figures' sums. The caller's own outputs are not included. Returns
+ * ATTN_OK, or fails like attn_check. */
+int attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
+                         size_t workers, uint64_t *bytes);
+
 /* Computes the attention described by p.
  *   output   [B][n][d_out], caller-owned, required
  *   weights  [B][h][n][m] (per head), [B][n][m] (mean), or NULL when
@@ -333,6 +356,13 @@ int attn_forward_ref(const attn_params *p, float *output, float *weights);
  * top_k with ATTN_WEIGHTS_NONE, a dense weights pointer with top_k). */
 int attn_forward_ex(const attn_params *p, float *output, float *weights,
                     const attn_extras *ex);
+
+/* The reference with the extras it can compute from the call alone:
+ * value_norms, q_out and k_out (in float64, rounded to float once);
+ * ex->stats and ex->top_k must be 0 (ATTN_EINVAL otherwise: the head
+ * figures' reference is attn_analyze_ref). ex may be NULL. */
+int attn_forward_ref_ex(const attn_params *p, float *output, float *weights,
+                        const attn_extras *ex);
 
 /* The reference for the extras: computes them in float64 from dense
  * per-head weights [B][h][n][m] (as attn_forward_ref returns them) and the

@@ -34,24 +34,6 @@ int attn__extras_check(const attn_params *p, const float *weights,
     return ATTN_OK;
 }
 
-size_t attn__visible_keys(const attn_params *p, size_t b, size_t r,
-                          size_t *limit)
-{
-    size_t lim = p->dims.m, count;
-    const uint8_t *pad =
-        p->key_padding != NULL ? p->key_padding + b * p->dims.m : NULL;
-
-    if (p->mask == ATTN_MASK_CAUSAL && r + 1 < lim)
-        lim = r + 1;
-    count = lim;
-    if (pad != NULL)
-        for (size_t c = 0; c < lim; c++)
-            count -= pad[c] != 0;
-    if (limit != NULL)
-        *limit = lim;
-    return count;
-}
-
 /* -- accumulators ---------------------------------------------------------- */
 
 int attn__acc_init(attn__acc *acc, const attn_params *p, size_t workers)
@@ -106,13 +88,16 @@ static double attn__entropy(const float *w, size_t len)
 }
 
 void attn__acc_row(attn__acc *acc, size_t worker, size_t b, size_t r,
-                   const float *const *rows, size_t len, size_t visible)
+                   const float *const *rows, size_t len,
+                   const size_t *visible)
 {
-    size_t h = acc->h;
+    size_t h = acc->h, any = 0;
     size_t base = (worker * acc->B + b) * h;
     double ent[ATTN__MAX_STACK_HEADS], *entp = ent;
 
-    if (visible == 0) {
+    for (size_t i = 0; i < h; i++)
+        any |= visible[i];
+    if (any == 0) {
         acc->skipped[worker * acc->B + b]++;
         return;
     }
@@ -126,8 +111,8 @@ void attn__acc_row(attn__acc *acc, size_t worker, size_t b, size_t r,
         if (i < ATTN__MAX_STACK_HEADS)
             entp[i] = e;
         s->entropy += e;
-        if (visible >= 2) {
-            s->entropy_normalized += e / log((double)visible);
+        if (visible[i] >= 2) {
+            s->entropy_normalized += e / log((double)visible[i]);
             s->rows_normalized++;
         }
         for (size_t c = 0; c < len; c++) {
@@ -345,6 +330,16 @@ void attn__top_k(const float *w, size_t len, size_t m, size_t k,
 
 /* -- float64 reference ------------------------------------------------------ */
 
+/* Whether query r of batch element b sees no key in any head. */
+static int attn__ref_row_hidden(const attn_params *p, size_t b, size_t r)
+{
+    for (size_t i = 0; i < p->dims.h; i++)
+        for (size_t c = 0; c < p->dims.m; c++)
+            if (attn__ref_visible(p, b, i, r, c))
+                return 0;
+    return 1;
+}
+
 int attn_analyze_ref(const attn_params *p, const float *weights,
                      const attn_extras *ex)
 {
@@ -364,7 +359,7 @@ int attn_analyze_ref(const attn_params *p, const float *weights,
         for (size_t i = 0; i < d->h * d->h; i++)
             ex->similarity[b * d->h * d->h + i] = 0.0;
         for (size_t r = 0; r < d->n; r++)
-            if (attn__visible_keys(p, b, r, NULL) == 0)
+            if (attn__ref_row_hidden(p, b, r))
                 skipped++;
         rows = d->n - skipped;
         ex->skipped_rows[b] = skipped;
@@ -393,10 +388,12 @@ int attn_analyze_ref(const attn_params *p, const float *weights,
             (void)offsets;
             for (size_t r = 0; r < d->n; r++) {
                 const float *w = weights + ((b * d->h + i) * d->n + r) * d->m;
-                size_t vis = attn__visible_keys(p, b, r, NULL);
+                size_t vis = 0;
                 double e = 0.0, mx = 0.0;
-                if (vis == 0)
+                if (attn__ref_row_hidden(p, b, r))
                     continue;
+                for (size_t c = 0; c < d->m; c++)
+                    vis += (size_t)attn__ref_visible(p, b, i, r, c);
                 for (size_t c = 0; c < d->m; c++) {
                     if (w[c] > 0.0f)
                         e -= (double)w[c] * log((double)w[c]);

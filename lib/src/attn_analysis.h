@@ -3,7 +3,7 @@
 #ifndef ATTN_ANALYSIS_H
 #define ATTN_ANALYSIS_H
 
-#include "attn_internal.h"
+#include "attn_visible.h"
 
 /* Heads whose row entropies are kept on the stack for the similarity;
  * beyond it they are recomputed. */
@@ -32,19 +32,14 @@ int attn__acc_init(attn__acc *acc, const attn_params *p, size_t workers);
 void attn__acc_free(attn__acc *acc, const attn_params *p);
 
 /* Adds query row r of batch element b: rows[i] is head i's normalised row,
- * of which keys [0, len) may be nonzero; visible counts the keys the masks
- * leave (0: the row is skipped and counted). */
+ * of which keys [0, len) may be nonzero; visible[i] counts the keys the
+ * masks leave head i (0 in every head: the row is skipped and counted). */
 void attn__acc_row(attn__acc *acc, size_t worker, size_t b, size_t r,
-                   const float *const *rows, size_t len, size_t visible);
+                   const float *const *rows, size_t len,
+                   const size_t *visible);
 
 /* Means, dominant offsets, patterns and similarity into ex. */
 void attn__acc_finish(const attn__acc *acc, const attn_extras *ex);
-
-/* Visible keys of query r in batch element b under p's masks; *limit (may
- * be NULL) receives the causal limit (keys [0, limit) are not causally
- * masked). */
-size_t attn__visible_keys(const attn_params *p, size_t b, size_t r,
-                          size_t *limit);
 
 /* The k largest of w[0..m) (w[c] = 0 for c >= len), descending, ties by
  * lower index, into idx[0..k) and val[0..k). */

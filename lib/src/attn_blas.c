@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "attn_analysis.h"
+#include "attn_qk.h"
 
 /* Query rows per attention tile when a task holds every head's rows of its
  * tile (mean weights, head figures, top-k: h x rows x m floats a worker).
@@ -57,9 +58,13 @@ typedef struct attn__job {
                        its start, known to be zero */
     const float **hrow;    /* [workers][h]: each head's rows in the tile */
     const float **hrow_rows; /* [workers][h]: when h > the stack's room */
+    size_t *visible;       /* [workers][h]: likewise, visible keys a head */
     float *meanrow;        /* [workers][m]: the mean row for top-k */
     double *cost;          /* [workers]: seconds spent on the extras */
     float *inv;     /* [workers][blk]: 1 / row sum of the unnormalised rows */
+    unsigned char *hide; /* [workers][m]: one row's hidden keys */
+    double *trig;   /* [workers][d_k]: one row's rotation */
+    attn__vis vis;  /* which keys each query sees */
     int *status;    /* [workers]: ATTN_ERANGE when a worker saw overflow */
     void *block;    /* the one allocation all the buffers above live in */
     float scale;
@@ -124,54 +129,60 @@ static void attn__proj_task(void *arg, size_t t, size_t worker)
     const attn__job *j = arg;
     const attn_params *p = j->p;
     const attn_dims *d = j->d;
-    const float *mem = attn__memory(p);
-    size_t r0, rows;
+    const float *mem = attn__memory(p), *val = attn__value_source(p);
+    size_t r0, rows, vw = attn__value_width(p);
+    double *trig = j->trig + worker * d->d_k;
 
-    (void)worker;
     if (t < j->q_chunks) {
         r0 = t * j->chunk;
         rows = j->q_rows - r0 < j->chunk ? j->q_rows - r0 : j->chunk;
         attn__project(j->q + r0 * d->h * d->d_k, p->x + r0 * d->d_model,
                       p->w_q, p->b_q, rows, d->d_model, d->h * d->d_k);
+        if (attn__qk_active(p))
+            attn__qk_prepare(&j->vis, j->q, r0, rows, 0, trig);
         return;
     }
     t -= j->q_chunks;
     r0 = (t % j->kv_chunks) * j->chunk;
     rows = j->kv_rows - r0 < j->chunk ? j->kv_rows - r0 : j->chunk;
-    if (t < j->kv_chunks)
+    if (t < j->kv_chunks) {
         attn__project(j->k + r0 * d->g * d->d_k, mem + r0 * d->d_mem, p->w_k,
                       p->b_k, rows, d->d_mem, d->g * d->d_k);
-    else
-        attn__project(j->v + r0 * d->g * d->d_v, mem + r0 * d->d_mem, p->w_v,
-                      p->b_v, rows, d->d_mem, d->g * d->d_v);
+        if (attn__qk_active(p))
+            attn__qk_prepare(&j->vis, j->k, r0, rows, 1, trig);
+    } else {
+        attn__project(j->v + r0 * d->g * d->d_v, val + r0 * vw, p->w_v,
+                      p->b_v, rows, vw, d->g * d->d_v);
+    }
 }
 
 /* Phase 2, one head of one tile: query rows q0 .. q0+rows of batch
- * element b, query head i.
- *   S = scale Q_i K_j^T      [rows][m_eff]   (sgemm, scale as alpha)
+ * element b, query head i, against keys k0 .. k1 (the tile's range:
+ * attn__tile_range).
+ *   S = scale Q_i K_j^T      [rows][k1-k0]   (sgemm, scale as alpha)
+ *   S = softcap, bias, ALiBi (attn__vis_adjust)
  *   A = masked softmax(S)    in place, or beside S on the lean path
  *   O = A V_j                [rows][d_v]     (sgemm into the concat)
- * Under a causal mask no row of the tile sees a key beyond q0+rows-1, so
- * the products stop at m_eff keys. Query head i reads key/value head
- * i / (h/g) in place: K and V are never copied per query head. Returns the
- * head's rows of A (normalised when normalize). */
+ * Keys outside [k0, k1) are hidden from every row of the tile, so the
+ * products skip them. Query head i reads key/value head i / (h/g) in
+ * place: K and V are never copied per query head. Returns the head's rows
+ * of A (normalised when normalize), k1 - k0 wide. */
 static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
-                                      size_t rows, size_t m_eff, size_t i,
-                                      size_t worker, int normalize)
+                                      size_t rows, size_t k0, size_t k1,
+                                      size_t i, size_t worker, int normalize)
 {
-    const attn_params *p = j->p;
     const attn_dims *d = j->d;
+    const attn__vis *vis = &j->vis;
     size_t hdk = d->h * d->d_k, gdk = d->g * d->d_k;
     size_t gdv = d->g * d->d_v, hdv = d->h * d->d_v;
-    size_t kv = i / (d->h / d->g), lds = m_eff;
-    const uint8_t *pad = p->key_padding ? p->key_padding + b * d->m : NULL;
+    size_t kv = i / (d->h / d->g), m_eff = k1 - k0, lds = m_eff;
     float inv_h = 1.0f / (float)d->h;
     float *inv = j->inv + worker * j->blk;
     float *s, *a;
     int onto_zeros;
 
     if (j->dense_per_head) {
-        s = j->weights + ((b * d->h + i) * d->n + q0) * d->m;
+        s = j->weights + ((b * d->h + i) * d->n + q0) * d->m + k0;
         lds = d->m;
     } else if (j->keep_heads) {
         s = j->scratch + (worker * d->h + i) * j->blk * d->m;
@@ -186,30 +197,41 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows,
                 (int)m_eff, (int)d->d_k, j->scale,
                 j->q + (b * d->n + q0) * hdk + i * d->d_k, (int)hdk,
-                j->k + b * d->m * gdk + kv * d->d_k, (int)gdk,
+                j->k + (b * d->m + k0) * gdk + kv * d->d_k, (int)gdk,
                 onto_zeros ? 1.0f : 0.0f, s, (int)lds);
     a = j->lean ? j->probs + worker * j->blk * d->m : s;
     for (size_t r = 0; r < rows; r++) {
-        size_t visible = m_eff;
+        size_t lo, hi;
+        const unsigned char *hide = NULL;
         int rc;
-        if (p->mask == ATTN_MASK_CAUSAL && q0 + r + 1 < visible)
-            visible = q0 + r + 1;
+
+        attn__vis_range(vis, b, q0 + r, &lo, &hi);
+        hi = hi < k0 ? k0 : hi > k1 ? k1 : hi;
+        attn__vis_adjust(vis, b, i, q0 + r, k0, s + r * lds, hi - k0, 1.0f);
+        if (vis->hide_rows || lo > k0) {
+            unsigned char *h = j->hide + worker * d->m;
+            attn__vis_row(vis, b, i, q0 + r, k0, hi, h);
+            hide = h;
+        }
         if (j->lean)
-            rc = attn__softmax_into(s + r * lds, a + r * lds, m_eff, visible,
-                                    pad, &inv[r]);
+            rc = attn__softmax_into(s + r * lds, a + r * lds, m_eff, hi - k0,
+                                    hide, &inv[r]);
         else
-            rc = attn__softmax_row(s + r * lds, m_eff, visible, pad,
+            rc = attn__softmax_row(s + r * lds, m_eff, hi - k0, hide,
                                    normalize, &inv[r]);
         if (rc < 0)
             j->status[worker] = ATTN_ERANGE;
-        if (lds > m_eff)
-            memset(s + r * lds + m_eff, 0, (lds - m_eff) * sizeof(float));
+        if (j->dense_per_head) {
+            float *w = s - k0 + r * lds;
+            memset(w, 0, k0 * sizeof(float));
+            memset(w + k1, 0, (d->m - k1) * sizeof(float));
+        }
     }
     if (j->lean && rows * lds > j->zeroed[worker])
         j->zeroed[worker] = rows * lds;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows,
                 (int)d->d_v, (int)m_eff, 1.0f, a, (int)lds,
-                j->v + b * d->m * gdv + kv * d->d_v, (int)gdv, 0.0f,
+                j->v + (b * d->m + k0) * gdv + kv * d->d_v, (int)gdv, 0.0f,
                 j->cat + (b * d->n + q0) * hdv + i * d->d_v, (int)hdv);
     if (!normalize)
         for (size_t r = 0; r < rows; r++) {
@@ -224,25 +246,44 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
             const float *sr = a + r * lds;
             float f = normalize ? inv_h : inv_h * inv[r];
             if (i == 0) {
+                memset(wr, 0, k0 * sizeof(float));
                 for (size_t c = 0; c < m_eff; c++)
-                    wr[c] = sr[c] * f;
-                memset(wr + m_eff, 0, (d->m - m_eff) * sizeof(float));
+                    wr[k0 + c] = sr[c] * f;
+                memset(wr + k1, 0, (d->m - k1) * sizeof(float));
             } else {
                 for (size_t c = 0; c < m_eff; c++)
-                    wr[c] += sr[c] * f;
+                    wr[k0 + c] += sr[c] * f;
             }
         }
     }
     return a;
 }
 
-/* The keys a tile's rows can see: all m, or under a causal mask none past
- * its last row. */
-static size_t attn__tile_keys(const attn__job *j, size_t q0, size_t rows)
+/* The keys a tile's rows can see, [*k0, *k1): the union of its rows'
+ * ranges (attn__vis_range), never empty so the products keep a shape
+ * (a tile that sees nothing computes one key and hides it). from_zero:
+ * the range starts at key 0 (the head figures and top-k index rows from
+ * there). */
+static void attn__tile_range(const attn__job *j, size_t b, size_t q0,
+                             size_t rows, int from_zero, size_t *k0,
+                             size_t *k1)
 {
-    if (j->p->mask == ATTN_MASK_CAUSAL && q0 + rows < j->d->m)
-        return q0 + rows;
-    return j->d->m;
+    size_t lo = j->d->m, hi = 0;
+
+    for (size_t r = 0; r < rows; r++) {
+        size_t l, h;
+        attn__vis_range(&j->vis, b, q0 + r, &l, &h);
+        if (l < h) {
+            lo = l < lo ? l : lo;
+            hi = h > hi ? h : hi;
+        }
+    }
+    if (lo >= hi) {
+        lo = 0;
+        hi = 1;
+    }
+    *k0 = from_zero ? 0 : lo;
+    *k1 = hi;
 }
 
 /* Phase 2 when no work spans heads (outputs only, or per-head weights
@@ -260,6 +301,7 @@ static void attn__head_task(void *arg, size_t t, size_t worker)
     size_t b = t / per_b, i = t % per_b / j->nblocks;
     size_t q0 = t % j->nblocks * j->blk;
     size_t rows = d->n - q0 < j->blk ? d->n - q0 : j->blk;
+    size_t k0, k1;
 
     if (j->flash_floats) {
         if (attn__flash_tile(&j->fa, b, i, q0, rows,
@@ -267,8 +309,8 @@ static void attn__head_task(void *arg, size_t t, size_t worker)
             j->status[worker] = ATTN_ERANGE;
         return;
     }
-    attn__attend_head(j, b, q0, rows, attn__tile_keys(j, q0, rows), i,
-                      worker, j->dense_per_head);
+    attn__tile_range(j, b, q0, rows, 0, &k0, &k1);
+    attn__attend_head(j, b, q0, rows, k0, k1, i, worker, j->dense_per_head);
 }
 
 /* Between phases 1 and 2 for the fused kernel, task t: one block of keys
@@ -294,7 +336,7 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
     const attn_extras *ex = j->ex;
     size_t b = t / j->nblocks, q0 = (t % j->nblocks) * j->blk;
     size_t rows = d->n - q0 < j->blk ? d->n - q0 : j->blk;
-    size_t m_eff = attn__tile_keys(j, q0, rows);
+    size_t k0, m_eff;
     float inv_h = 1.0f / (float)d->h;
     const float **hrow = j->hrow + worker * d->h;
     /* Returned per-head weights, head figures and top-k need normalised
@@ -304,8 +346,9 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
     int normalize = j->dense_per_head || j->keep_heads;
     struct timespec t0, t1;
 
+    attn__tile_range(j, b, q0, rows, 1, &k0, &m_eff);
     for (size_t i = 0; i < d->h; i++)
-        hrow[i] = attn__attend_head(j, b, q0, rows, m_eff, i, worker,
+        hrow[i] = attn__attend_head(j, b, q0, rows, k0, m_eff, i, worker,
                                     normalize);
     if (!j->keep_heads)
         return;
@@ -319,9 +362,15 @@ static void attn__attend_task(void *arg, size_t t, size_t worker)
 
         for (size_t i = 0; i < d->h; i++)
             rp[i] = hrow[i] + r * lds;
-        if (ex->stats)
-            attn__acc_row(j->acc, worker, b, q0 + r, rp, m_eff,
-                          attn__visible_keys(p, b, q0 + r, NULL));
+        if (ex->stats) {
+            size_t vis_st[ATTN__MAX_STACK_HEADS];
+            size_t *visible = d->h <= ATTN__MAX_STACK_HEADS
+                                  ? vis_st
+                                  : j->visible + worker * d->h;
+            for (size_t i = 0; i < d->h; i++)
+                visible[i] = attn__vis_count(&j->vis, b, i, q0 + r);
+            attn__acc_row(j->acc, worker, b, q0 + r, rp, m_eff, visible);
+        }
         if (k == 0)
             continue;
         if (p->weights == ATTN_WEIGHTS_PER_HEAD) {
@@ -373,6 +422,64 @@ static void attn__out_task(void *arg, size_t t, size_t worker)
         }
 }
 
+/* The extras read straight from the projections: q_out [B][h][n][d_k],
+ * k_out [B][g][m][d_k] (after the norm and rotation, unscaled) and
+ * value_norms [B][h][m], ||V_j[b] W_o^(i)|| (one sgemm a head into a
+ * [m][d_out] buffer of its own), or ||V_j[b]|| without W_O. Returns
+ * ATTN_OK or ATTN_ENOMEM. */
+static int attn__extras_qkv(const attn__job *j)
+{
+    const attn_params *p = j->p;
+    const attn_dims *d = j->d;
+    const attn_extras *ex = j->ex;
+    size_t hdk = d->h * d->d_k, gdk = d->g * d->d_k, gdv = d->g * d->d_v;
+    size_t group = d->h / d->g;
+    float *tmp = NULL;
+
+    for (size_t b = 0; ex->q_out != NULL && b < d->B; b++)
+        for (size_t i = 0; i < d->h; i++)
+            for (size_t a = 0; a < d->n; a++)
+                memcpy(ex->q_out + ((b * d->h + i) * d->n + a) * d->d_k,
+                       j->q + (b * d->n + a) * hdk + i * d->d_k,
+                       d->d_k * sizeof(float));
+    for (size_t b = 0; ex->k_out != NULL && b < d->B; b++)
+        for (size_t kv = 0; kv < d->g; kv++)
+            for (size_t c = 0; c < d->m; c++)
+                memcpy(ex->k_out + ((b * d->g + kv) * d->m + c) * d->d_k,
+                       j->k + (b * d->m + c) * gdk + kv * d->d_k,
+                       d->d_k * sizeof(float));
+    if (ex->value_norms == NULL)
+        return ATTN_OK;
+    if (p->w_o != NULL) {
+        tmp = attn__alloc(p, d->m * d->d_out, sizeof(float));
+        if (tmp == NULL)
+            return ATTN_ENOMEM;
+    }
+    for (size_t b = 0; b < d->B; b++)
+        for (size_t i = 0; i < d->h; i++) {
+            const float *vj = j->v + b * d->m * gdv + (i / group) * d->d_v;
+            float *out = ex->value_norms + (b * d->h + i) * d->m;
+            const float *y = vj;
+            size_t w = d->d_v, ld = gdv;
+            if (tmp != NULL) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+                            (int)d->m, (int)d->d_out, (int)d->d_v, 1.0f, vj,
+                            (int)gdv, p->w_o + i * d->d_v * d->d_out,
+                            (int)d->d_out, 0.0f, tmp, (int)d->d_out);
+                y = tmp;
+                w = ld = d->d_out;
+            }
+            for (size_t c = 0; c < d->m; c++) {
+                double ss = 0.0;
+                for (size_t t = 0; t < w; t++)
+                    ss += (double)y[c * ld + t] * (double)y[c * ld + t];
+                out[c] = (float)sqrt(ss);
+            }
+        }
+    attn__free(p, tmp);
+    return ATTN_OK;
+}
+
 static void attn__run(const attn_params *p, size_t count,
                       void (*fn)(void *, size_t, size_t), attn__job *job)
 {
@@ -389,205 +496,317 @@ int attn_forward(const attn_params *p, float *output, float *weights)
     return attn_forward_ex(p, output, weights, NULL);
 }
 
-int attn_forward_ex(const attn_params *p, float *output, float *weights,
-                    const attn_extras *ex)
+/* Step 1 of a call: the job's settings for p, ex and `workers` (which
+ * path, tile height, projection chunks); no allocation. */
+static void attn__job_init(attn__job *job, const attn_params *p,
+                           const attn_extras *ex, size_t workers,
+                           int flash_ok)
 {
-    static const attn_extras no_extras;
-    const attn_dims *d;
-    attn__job job;
-    attn__acc acc;
-    size_t workers, proj_tasks, scratch_rows, per_tile;
-    int rc = attn_check(p);
+    const attn_dims *d = &p->dims;
+    size_t per_tile;
 
+    memset(job, 0, sizeof(*job));
+    job->p = p;
+    job->d = d;
+    job->fa.p = p;
+    job->ex = ex;
+    job->dense_per_head = p->weights == ATTN_WEIGHTS_PER_HEAD && !ex->top_k;
+    job->dense_mean = p->weights == ATTN_WEIGHTS_MEAN && !ex->top_k;
+    job->keep_heads = ex->stats || ex->top_k;
+    /* tasks per tile: every head, or one when heads share the tile */
+    job->head_tasks = !job->dense_mean && !job->keep_heads;
+    job->lean = job->head_tasks && !job->dense_per_head;
+    if (job->lean && flash_ok)
+        job->flash_floats = attn__flash_floats(d);
+    job->scale = (float)attn__scale(p);
+    job->q_rows = d->B * d->n;
+    job->kv_rows = d->B * d->m;
+    /* one task per projection without an executor (OpenBLAS may thread
+     * it); otherwise enough chunks to keep every worker busy */
+    job->chunk = job->q_rows > job->kv_rows ? job->q_rows : job->kv_rows;
+    if (workers > 1) {
+        size_t c = attn__ceil_div(job->chunk, 2 * workers);
+        job->chunk = c < ATTN__PROJ_MIN_ROWS ? ATTN__PROJ_MIN_ROWS : c;
+    }
+    job->q_chunks = attn__ceil_div(job->q_rows, job->chunk);
+    job->kv_chunks = attn__ceil_div(job->kv_rows, job->chunk);
+    per_tile = job->head_tasks ? d->h : 1;
+    job->blk = ATTN__BLOCK;
+    if (job->flash_floats) {
+        job->blk = ATTN__FLASH_ROWS;
+    } else if (job->head_tasks) {
+        size_t rows = ATTN__TILE_ELEMS / d->m;
+        job->blk = rows < ATTN__BLOCK       ? ATTN__BLOCK
+                   : rows > ATTN__BLOCK_MAX ? ATTN__BLOCK_MAX
+                                            : rows;
+    }
+    if (workers > 1 &&
+        d->B * per_tile * attn__ceil_div(d->n, job->blk) < 2 * workers) {
+        /* small requests: smaller tiles so every worker gets two tasks */
+        size_t tiles = attn__ceil_div(2 * workers, d->B * per_tile);
+        size_t b = attn__ceil_div(d->n, tiles);
+        job->blk = b < 8 ? 8 : b;
+    }
+    if (job->blk > d->n)
+        job->blk = d->n;
+    job->nblocks = attn__ceil_div(d->n, job->blk);
+}
+
+/* Where each buffer of the workspace starts (ATTN__NONE: not needed). */
+typedef struct attn__layout {
+    size_t q, k, v, cat, status, inv, hrow, cost, hide, trig, scratch;
+    size_t hrow_rows, visible, meanrow, probs, zeroed, flash, packed;
+} attn__layout;
+
+/* Step 2: the workspace's layout for the job; pl->total its size. One
+ * block for the whole workspace: one allocation to fail, and a size that
+ * malloc keeps on its heap between calls instead of mapping and faulting
+ * in fresh zeroed pages every time (a 3 to 7% cost at n = 2048 when the
+ * buffers went to malloc one by one). */
+static void attn__job_layout(const attn__job *job, size_t workers,
+                             attn__layout *o, attn__plan *pl)
+{
+    const attn_params *p = job->p;
+    const attn_dims *d = job->d;
+    size_t scratch_rows;
+
+    o->cat = o->scratch = o->hrow_rows = o->visible = ATTN__NONE;
+    o->meanrow = o->probs = o->zeroed = o->flash = o->packed = ATTN__NONE;
+    o->q = attn__plan_add(pl, job->q_rows, d->h * d->d_k * sizeof(float));
+    o->k = attn__plan_add(pl, job->kv_rows, d->g * d->d_k * sizeof(float));
+    o->v = attn__plan_add(pl, job->kv_rows, d->g * d->d_v * sizeof(float));
+    if (p->w_o != NULL)
+        o->cat = attn__plan_add(pl, job->q_rows,
+                                d->h * d->d_v * sizeof(float));
+    o->status = attn__plan_add(pl, workers, sizeof(int));
+    o->inv = attn__plan_add(pl, workers * job->blk, sizeof(float));
+    o->hrow = attn__plan_add(pl, workers * d->h, sizeof(float *));
+    o->cost = attn__plan_add(pl, workers, sizeof(double));
+    o->hide = attn__plan_add(pl, workers, d->m);
+    o->trig = attn__plan_add(pl, workers, d->d_k * sizeof(double));
+    if (job->flash_floats) {
+        if (attn__mul(workers, job->flash_floats, &scratch_rows))
+            pl->overflow = 1;
+        else
+            o->flash = attn__plan_add(pl, scratch_rows, sizeof(float));
+        o->packed = attn__plan_add(pl, attn__flash_packed_floats(d),
+                                   sizeof(float));
+    } else if (!job->dense_per_head) {
+        /* workers * (h or 1) * blk rows of m scores */
+        if (attn__mul(workers * job->blk, job->keep_heads ? d->h : 1,
+                      &scratch_rows))
+            pl->overflow = 1;
+        else
+            o->scratch = attn__plan_add(pl, scratch_rows,
+                                        d->m * sizeof(float));
+    }
+    if (job->lean && !job->flash_floats) {
+        o->probs = attn__plan_add(pl, workers * job->blk,
+                                  d->m * sizeof(float));
+        o->zeroed = attn__plan_add(pl, workers, sizeof(size_t));
+    }
+    if (job->keep_heads && d->h > ATTN__MAX_STACK_HEADS) {
+        o->hrow_rows = attn__plan_add(pl, workers * d->h, sizeof(float *));
+        o->visible = attn__plan_add(pl, workers * d->h, sizeof(size_t));
+    }
+    if (job->ex->top_k && p->weights == ATTN_WEIGHTS_MEAN)
+        o->meanrow = attn__plan_add(pl, workers * d->m, sizeof(float));
+}
+
+/* Step 3: the workspace itself, its buffers placed, the visibility
+ * tables and the head figures' sums. ATTN_OK, ATTN_EOVERFLOW or
+ * ATTN_ENOMEM (attn__job_free releases whatever was made). */
+static int attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers)
+{
+    const attn_params *p = job->p;
+    attn__plan pl = {0, 0};
+    attn__layout o;
+    unsigned char *base;
+    int rc;
+
+    attn__job_layout(job, workers, &o, &pl);
+    if (pl.overflow)
+        return ATTN_EOVERFLOW;
+    job->block = attn__alloc(p, pl.total + ATTN__ALIGN, 1);
+    if (job->block == NULL)
+        return ATTN_ENOMEM;
+    base = (unsigned char *)job->block +
+           (ATTN__ALIGN - (uintptr_t)job->block % ATTN__ALIGN);
+    job->q = attn__part(base, o.q);
+    job->k = attn__part(base, o.k);
+    job->v = attn__part(base, o.v);
+    job->cat = o.cat != ATTN__NONE ? attn__part(base, o.cat) : job->output;
+    job->status = attn__part(base, o.status);
+    job->inv = attn__part(base, o.inv);
+    job->hrow = attn__part(base, o.hrow);
+    job->cost = attn__part(base, o.cost);
+    job->scratch = attn__part(base, o.scratch);
+    job->probs = attn__part(base, o.probs);
+    job->zeroed = attn__part(base, o.zeroed);
+    job->hrow_rows = attn__part(base, o.hrow_rows);
+    job->visible = attn__part(base, o.visible);
+    job->hide = attn__part(base, o.hide);
+    job->trig = attn__part(base, o.trig);
+    job->meanrow = attn__part(base, o.meanrow);
+    job->flash = attn__part(base, o.flash);
+    if (o.packed != ATTN__NONE)
+        attn__flash_place(&job->fa, attn__part(base, o.packed));
+    if (job->lean && !job->flash_floats)
+        memset(job->zeroed, 0, workers * sizeof(size_t));
+    memset(job->status, 0, workers * sizeof(int));
+    memset(job->cost, 0, workers * sizeof(double));
+    rc = attn__vis_init(&job->vis, p);
     if (rc != ATTN_OK)
         return rc;
-    if (ex == NULL)
-        ex = &no_extras;
+    job->fa.vis = &job->vis;
+    if (job->ex->stats) {
+        rc = attn__acc_init(acc, p, workers);
+        if (rc != ATTN_OK)
+            return rc;
+        job->acc = acc;
+    }
+    return ATTN_OK;
+}
+
+static void attn__job_free(attn__job *job, attn__acc *acc)
+{
+    attn__vis_free(&job->vis);
+    attn__acc_free(acc, job->p);
+    attn__free(job->p, job->block);
+}
+
+/* Step 4: the phases. Projections (with the norm and rotation of Q and
+ * K), the extras read from them, the fused kernel's packing, the
+ * attention tiles, the output projection. Returns the first failure. */
+static int attn__job_run(attn__job *job, size_t workers)
+{
+    const attn_params *p = job->p;
+    const attn_dims *d = job->d;
+    int rc;
+
+    attn__run(p, job->q_chunks + 2 * job->kv_chunks, attn__proj_task, job);
+    rc = attn__extras_qkv(job);
+    if (rc != ATTN_OK)
+        return rc;
+    if (job->flash_floats) {
+        job->fa.q = job->q;
+        job->fa.k = job->k;
+        job->fa.v = job->v;
+        job->fa.cat = job->cat;
+        job->fa.scale = job->scale;
+        attn__run(p, d->B * d->g * attn__ceil_div(d->m, ATTN__FLASH_KEYS),
+                  attn__flash_pack_task, job);
+    }
+    if (job->head_tasks)
+        attn__run(p, d->B * d->h * job->nblocks, attn__head_task, job);
+    else
+        attn__run(p, d->B * job->nblocks, attn__attend_task, job);
+    attn__run(p, job->q_chunks, attn__out_task, job);
+    for (size_t w = 0; w < workers; w++)
+        if (job->status[w] != ATTN_OK)
+            rc = job->status[w];
+    return rc;
+}
+
+/* What attn_forward_ex refuses before any work: inconsistent outputs or
+ * extras, and sizes cblas's int arguments cannot take. */
+static int attn__call_check(const attn_params *p, const float *output,
+                            const float *weights, const attn_extras *ex)
+{
+    const attn_dims *d = &p->dims;
+    int rc;
+
     if (output == NULL ||
         (p->weights != ATTN_WEIGHTS_NONE && weights == NULL && !ex->top_k))
         return ATTN_EINVAL;
     rc = attn__extras_check(p, weights, ex);
     if (rc != ATTN_OK)
         return rc;
-    d = &p->dims;
-    /* cblas takes int sizes; attn_check bounded the products by size_t */
+    /* attn_check bounded the products by size_t */
     if (d->B * d->n > INT32_MAX || d->B * d->m > INT32_MAX ||
         d->h * d->d_k > INT32_MAX || d->h * d->d_v > INT32_MAX ||
         d->d_model > INT32_MAX || d->d_mem > INT32_MAX ||
-        d->d_out > INT32_MAX || d->m > INT32_MAX)
+        d->d_out > INT32_MAX || d->m > INT32_MAX ||
+        attn__value_width(p) > INT32_MAX)
         return ATTN_EOVERFLOW;
-    workers = p->executor != NULL ? p->executor->workers : 1;
+    return ATTN_OK;
+}
 
-    memset(&job, 0, sizeof(job));
+/* The fused kernel has no threads of its own: without an executor it
+ * would run on the calling thread alone, where the sgemm calls are spread
+ * over OpenBLAS's threads. */
+static int attn__flash_ok(const attn_params *p)
+{
+    return p->executor != NULL || openblas_get_num_threads() == 1;
+}
+
+int attn_forward_ex(const attn_params *p, float *output, float *weights,
+                    const attn_extras *ex)
+{
+    static const attn_extras no_extras;
+    attn__job job;
+    attn__acc acc;
+    size_t workers;
+    int rc = attn_check(p);
+
+    if (rc != ATTN_OK)
+        return rc;
+    if (ex == NULL)
+        ex = &no_extras;
+    rc = attn__call_check(p, output, weights, ex);
+    if (rc != ATTN_OK)
+        return rc;
+    workers = p->executor != NULL ? p->executor->workers : 1;
     memset(&acc, 0, sizeof(acc));
-    job.p = p;
-    job.d = d;
-    job.fa.p = p;
-    job.ex = ex;
+    attn__job_init(&job, p, ex, workers, attn__flash_ok(p));
     job.output = output;
     job.weights = p->weights != ATTN_WEIGHTS_NONE ? weights : NULL;
-    job.dense_per_head = p->weights == ATTN_WEIGHTS_PER_HEAD && !ex->top_k;
-    job.dense_mean = p->weights == ATTN_WEIGHTS_MEAN && !ex->top_k;
-    job.keep_heads = ex->stats || ex->top_k;
-    /* tasks per tile: every head, or one when heads share the tile */
-    job.head_tasks = !job.dense_mean && !job.keep_heads;
-    job.lean = job.head_tasks && !job.dense_per_head;
-    /* The fused kernel has no threads of its own: without an executor
-     * it would run on the calling thread alone, where the sgemm calls
-     * are spread over OpenBLAS's threads. */
-    if (job.lean && (p->executor != NULL || openblas_get_num_threads() == 1))
-        job.flash_floats = attn__flash_floats(d);
-    job.scale = (float)attn__scale(p);
-    job.q_rows = d->B * d->n;
-    job.kv_rows = d->B * d->m;
-    /* one task per projection without an executor (OpenBLAS may thread
-     * it); otherwise enough chunks to keep every worker busy */
-    job.chunk = job.q_rows > job.kv_rows ? job.q_rows : job.kv_rows;
-    if (workers > 1) {
-        size_t c = attn__ceil_div(job.chunk, 2 * workers);
-        job.chunk = c < ATTN__PROJ_MIN_ROWS ? ATTN__PROJ_MIN_ROWS : c;
-    }
-    job.q_chunks = attn__ceil_div(job.q_rows, job.chunk);
-    job.kv_chunks = attn__ceil_div(job.kv_rows, job.chunk);
-    per_tile = job.head_tasks ? d->h : 1;
-    job.blk = ATTN__BLOCK;
-    if (job.flash_floats) {
-        job.blk = ATTN__FLASH_ROWS;
-    } else if (job.head_tasks) {
-        size_t rows = ATTN__TILE_ELEMS / d->m;
-        job.blk = rows < ATTN__BLOCK       ? ATTN__BLOCK
-                  : rows > ATTN__BLOCK_MAX ? ATTN__BLOCK_MAX
-                                           : rows;
-    }
-    if (workers > 1 &&
-        d->B * per_tile * attn__ceil_div(d->n, job.blk) < 2 * workers) {
-        /* small requests: smaller tiles so every worker gets two tasks */
-        size_t tiles = attn__ceil_div(2 * workers, d->B * per_tile);
-        size_t b = attn__ceil_div(d->n, tiles);
-        job.blk = b < 8 ? 8 : b;
-    }
-    if (job.blk > d->n)
-        job.blk = d->n;
-    job.nblocks = attn__ceil_div(d->n, job.blk);
-
-    /* One block for the whole workspace: one allocation to fail, and a
-     * size that malloc keeps on its heap between calls instead of mapping
-     * and faulting in fresh zeroed pages every time (a 3 to 7% cost at
-     * n = 2048 when the buffers went to malloc one by one). */
-    {
-        attn__plan pl = {0, 0};
-        size_t o_q, o_k, o_v, o_cat = ATTN__NONE, o_status, o_inv, o_hrow;
-        size_t o_cost, o_scratch = ATTN__NONE, o_hrow_rows = ATTN__NONE;
-        size_t o_meanrow = ATTN__NONE, o_probs = ATTN__NONE;
-        size_t o_zeroed = ATTN__NONE, o_flash = ATTN__NONE;
-        size_t o_packed = ATTN__NONE;
-        unsigned char *base;
-
-        o_q = attn__plan_add(&pl, job.q_rows, d->h * d->d_k * sizeof(float));
-        o_k = attn__plan_add(&pl, job.kv_rows, d->g * d->d_k * sizeof(float));
-        o_v = attn__plan_add(&pl, job.kv_rows, d->g * d->d_v * sizeof(float));
-        if (p->w_o != NULL)
-            o_cat = attn__plan_add(&pl, job.q_rows,
-                                   d->h * d->d_v * sizeof(float));
-        o_status = attn__plan_add(&pl, workers, sizeof(int));
-        o_inv = attn__plan_add(&pl, workers * job.blk, sizeof(float));
-        o_hrow = attn__plan_add(&pl, workers * d->h, sizeof(float *));
-        o_cost = attn__plan_add(&pl, workers, sizeof(double));
-        if (job.flash_floats) {
-            if (attn__mul(workers, job.flash_floats, &scratch_rows))
-                pl.overflow = 1;
-            else
-                o_flash = attn__plan_add(&pl, scratch_rows, sizeof(float));
-            o_packed = attn__plan_add(&pl, attn__flash_packed_floats(d),
-                                      sizeof(float));
-        } else if (!job.dense_per_head) {
-            /* workers * (h or 1) * blk rows of m scores */
-            if (attn__mul(workers * job.blk, job.keep_heads ? d->h : 1,
-                          &scratch_rows))
-                pl.overflow = 1;
-            else
-                o_scratch = attn__plan_add(&pl, scratch_rows,
-                                           d->m * sizeof(float));
-        }
-        if (job.lean && !job.flash_floats) {
-            o_probs = attn__plan_add(&pl, workers * job.blk,
-                                     d->m * sizeof(float));
-            o_zeroed = attn__plan_add(&pl, workers, sizeof(size_t));
-        }
-        if (job.keep_heads && d->h > ATTN__MAX_STACK_HEADS)
-            o_hrow_rows = attn__plan_add(&pl, workers * d->h,
-                                         sizeof(float *));
-        if (ex->top_k && p->weights == ATTN_WEIGHTS_MEAN)
-            o_meanrow = attn__plan_add(&pl, workers * d->m, sizeof(float));
-        if (pl.overflow) {
-            rc = ATTN_EOVERFLOW;
-            goto out;
-        }
-        job.block = attn__alloc(p, pl.total + ATTN__ALIGN, 1);
-        if (job.block == NULL) {
-            rc = ATTN_ENOMEM;
-            goto out;
-        }
-        base = (unsigned char *)job.block +
-               (ATTN__ALIGN - (uintptr_t)job.block % ATTN__ALIGN);
-        job.q = attn__part(base, o_q);
-        job.k = attn__part(base, o_k);
-        job.v = attn__part(base, o_v);
-        job.cat = o_cat != ATTN__NONE ? attn__part(base, o_cat) : output;
-        job.status = attn__part(base, o_status);
-        job.inv = attn__part(base, o_inv);
-        job.hrow = attn__part(base, o_hrow);
-        job.cost = attn__part(base, o_cost);
-        job.scratch = attn__part(base, o_scratch);
-        job.probs = attn__part(base, o_probs);
-        job.zeroed = attn__part(base, o_zeroed);
-        job.hrow_rows = attn__part(base, o_hrow_rows);
-        job.meanrow = attn__part(base, o_meanrow);
-        job.flash = attn__part(base, o_flash);
-        if (o_packed != ATTN__NONE)
-            attn__flash_place(&job.fa, attn__part(base, o_packed));
-    }
-    if (ex->stats) {
-        rc = attn__acc_init(&acc, p, workers);
-        if (rc != ATTN_OK)
-            goto out;
-        job.acc = &acc;
-    }
-    if (job.lean && !job.flash_floats)
-        memset(job.zeroed, 0, workers * sizeof(size_t));
-    memset(job.status, 0, workers * sizeof(int));
-    memset(job.cost, 0, workers * sizeof(double));
-
-    proj_tasks = job.q_chunks + 2 * job.kv_chunks;
-    attn__run(p, proj_tasks, attn__proj_task, &job);
-    if (job.flash_floats) {
-        job.fa.q = job.q;
-        job.fa.k = job.k;
-        job.fa.v = job.v;
-        job.fa.cat = job.cat;
-        job.fa.scale = job.scale;
-        attn__run(p, d->B * d->g * attn__ceil_div(d->m, ATTN__FLASH_KEYS),
-                  attn__flash_pack_task, &job);
-    }
-    if (job.head_tasks)
-        attn__run(p, d->B * d->h * job.nblocks, attn__head_task, &job);
-    else
-        attn__run(p, d->B * job.nblocks, attn__attend_task, &job);
-    attn__run(p, job.q_chunks, attn__out_task, &job);
-    for (size_t w = 0; w < workers; w++)
-        if (job.status[w] != ATTN_OK)
-            rc = job.status[w];
+    rc = attn__job_alloc(&job, &acc, workers);
+    if (rc == ATTN_OK)
+        rc = attn__job_run(&job, workers);
     if (rc == ATTN_OK && ex->stats)
         attn__acc_finish(&acc, ex);
-    if (ex->cost_seconds != NULL) {
+    if (rc == ATTN_OK && ex->cost_seconds != NULL) {
         *ex->cost_seconds = 0.0;
         for (size_t w = 0; w < workers; w++)
             *ex->cost_seconds += job.cost[w];
     }
-out:
-    attn__acc_free(&acc, p);
-    attn__free(p, job.block);
+    attn__job_free(&job, &acc);
     return rc;
+}
+
+int attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
+                         size_t workers, uint64_t *bytes)
+{
+    static const attn_extras no_extras;
+    const attn_dims *d;
+    attn__job job;
+    attn__plan pl = {0, 0};
+    attn__layout o;
+    uint64_t total;
+    int rc = attn_check(p);
+
+    if (rc != ATTN_OK)
+        return rc;
+    if (bytes == NULL || workers == 0)
+        return ATTN_EINVAL;
+    if (ex == NULL)
+        ex = &no_extras;
+    d = &p->dims;
+    attn__job_init(&job, p, ex, workers, attn__flash_ok(p));
+    attn__job_layout(&job, workers, &o, &pl);
+    if (pl.overflow)
+        return ATTN_EOVERFLOW;
+    total = (uint64_t)pl.total + ATTN__ALIGN + attn__vis_bytes(p);
+    if (ex->stats)
+        total += (uint64_t)workers * d->B *
+                 (d->h * (sizeof(attn__head_sums) +
+                          (d->n + d->m - 1 + d->h) * sizeof(double)) +
+                  sizeof(size_t));
+    if (ex->value_norms != NULL && p->w_o != NULL)
+        total += (uint64_t)d->m * d->d_out * sizeof(float);
+    *bytes = total;
+    return ATTN_OK;
 }
 
 int attn_blas_set_threads(int n)

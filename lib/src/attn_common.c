@@ -2,8 +2,9 @@
  * kernels. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "attn_internal.h"
+#include "attn_visible.h"
 
 const char *attn_strerror(int status)
 {
@@ -52,6 +53,16 @@ const float *attn__memory(const attn_params *p)
     return p->memory != NULL ? p->memory : p->x;
 }
 
+const float *attn__value_source(const attn_params *p)
+{
+    return p->value != NULL ? p->value : attn__memory(p);
+}
+
+size_t attn__value_width(const attn_params *p)
+{
+    return p->value != NULL ? p->d_val : p->dims.d_mem;
+}
+
 /* Every element count the kernels allocate or index, checked once. The
  * largest single product a kernel forms is bounded by one of these times
  * sizeof(double). */
@@ -89,6 +100,108 @@ static int attn__check_products(const attn_params *p)
     return ATTN_OK;
 }
 
+/* A window side: a count of positions, or ATTN_UNBOUNDED. Sides beyond
+ * INT64_MAX (other than ATTN_UNBOUNDED) cannot be told apart from
+ * unbounded on int64_t positions and are refused. */
+static int attn__window_side_ok(size_t side)
+{
+    return side == ATTN_UNBOUNDED || (uint64_t)side <= (uint64_t)INT64_MAX;
+}
+
+static int attn__all_finite(const float *v, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(v[i]))
+            return 0;
+    return 1;
+}
+
+/* The last element a score map can reach for p's dims, checked for
+ * overflow: (B-1) stride_b + (h-1) stride_h + n m. */
+static int attn__map_ok(const attn_params *p, const attn_score_map *map)
+{
+    const attn_dims *d = &p->dims;
+    size_t a, b, nm;
+
+    if (map->data == NULL)
+        return ATTN_OK;
+    if (attn__mul(d->B - 1, map->stride_b, &a) ||
+        attn__mul(d->h - 1, map->stride_h, &b) || a > SIZE_MAX - b ||
+        attn__mul(d->n, d->m, &nm) || a + b > SIZE_MAX - nm)
+        return ATTN_EOVERFLOW;
+    return ATTN_OK;
+}
+
+/* The optional score rules (attn.h, "the rules of real model families"):
+ * every value a zeroed field would default is accepted, everything else
+ * must be in its documented range. Positions are scanned (O(B (n + m))). */
+static int attn__check_rules(const attn_params *p)
+{
+    const attn_dims *d = &p->dims;
+    const attn_rope *r = &p->rope;
+    const attn_qk_norm *qn = &p->qk_norm;
+    int rc;
+
+    if (r->dim != 0) {
+        if (r->dim % 2 != 0)
+            return ATTN_EINVAL;
+        if (r->dim > d->d_k)
+            return ATTN_ESHAPE;
+        if (!(r->theta >= 0.0) || isinf(r->theta) ||
+            !(r->attention_factor >= 0.0) || isinf(r->attention_factor))
+            return ATTN_EINVAL; /* NaN fails the comparisons */
+        if (r->style != ATTN_ROPE_HALF && r->style != ATTN_ROPE_INTERLEAVED)
+            return ATTN_EINVAL;
+        if (r->inv_freq != NULL && !attn__all_finite(r->inv_freq, r->dim / 2))
+            return ATTN_EINVAL;
+    }
+    if (qn->over != ATTN_QK_NORM_NONE) {
+        if (qn->over != ATTN_QK_NORM_HEAD && qn->over != ATTN_QK_NORM_ALL)
+            return ATTN_EINVAL;
+        if (qn->q_weight == NULL || qn->k_weight == NULL)
+            return ATTN_EINVAL;
+        if (!(qn->eps >= 0.0) || isinf(qn->eps))
+            return ATTN_EINVAL;
+    }
+    if (!(p->softcap >= 0.0f) || isinf(p->softcap))
+        return ATTN_EINVAL;
+    if (p->alibi_slopes != NULL && !attn__all_finite(p->alibi_slopes, d->h))
+        return ATTN_EINVAL;
+    if ((rc = attn__map_ok(p, &p->score_bias)) != ATTN_OK ||
+        (rc = attn__map_ok(p, &p->score_mask)) != ATTN_OK)
+        return rc;
+    if (p->window.on != 0 &&
+        (p->window.on != 1 || !attn__window_side_ok(p->window.left) ||
+         !attn__window_side_ok(p->window.right)))
+        return ATTN_EINVAL;
+    if (p->n_global != 0) {
+        size_t top = d->n > d->m ? d->n : d->m;
+        if (p->global_tokens == NULL)
+            return ATTN_EINVAL;
+        for (size_t t = 0; t < p->n_global; t++)
+            if (p->global_tokens[t] >= top)
+                return ATTN_ESHAPE;
+    }
+    if (p->positions != NULL)
+        for (size_t t = 0; t < d->B * d->n; t++)
+            if (p->positions[t] < 0)
+                return ATTN_EINVAL;
+    if (p->key_positions != NULL)
+        for (size_t t = 0; t < d->B * d->m; t++)
+            if (p->key_positions[t] < 0)
+                return ATTN_EINVAL;
+    if (p->value != NULL) {
+        size_t t, u;
+        if (p->d_val == 0)
+            return ATTN_ESHAPE;
+        if (attn__mul(d->B, d->m, &t) || attn__mul(t, p->d_val, &u) ||
+            attn__mul(u, 8, &u) || attn__mul(p->d_val, d->g * d->d_v, &u) ||
+            attn__mul(u, 8, &u))
+            return ATTN_EOVERFLOW;
+    }
+    return ATTN_OK;
+}
+
 int attn_check(const attn_params *p)
 {
     const attn_dims *d;
@@ -123,7 +236,7 @@ int attn_check(const attn_params *p)
         return ATTN_EOVERFLOW;
     if (p->w_o == NULL && d->d_out != d->h * d->d_v)
         return ATTN_ESHAPE;
-    return ATTN_OK;
+    return attn__check_rules(p);
 }
 
 int attn_output_sizes(const attn_params *p, size_t *output_elems,
@@ -191,7 +304,7 @@ int attn_param_count(const attn_params *p, uint64_t *count)
     d = &p->dims;
     if (attn__fma3(&c, d->d_model, d->h, d->d_k) ||
         attn__fma3(&c, d->d_mem, d->g, d->d_k) ||
-        attn__fma3(&c, d->d_mem, d->g, d->d_v) ||
+        attn__fma3(&c, attn__value_width(p), d->g, d->d_v) ||
         (p->w_o && attn__fma3(&c, d->h, d->d_v, d->d_out)) ||
         (p->b_q && attn__fma3(&c, d->h, d->d_k, 1)) ||
         (p->b_k && attn__fma3(&c, d->g, d->d_k, 1)) ||
@@ -218,11 +331,122 @@ int attn_flops(const attn_params *p, uint64_t *flops)
      * projection; the result doubles them */
     if (attn__fma3(&f, bn, d->d_model, (uint64_t)d->h * d->d_k) ||
         attn__fma3(&f, bm, d->d_mem, (uint64_t)d->g * d->d_k) ||
-        attn__fma3(&f, bm, d->d_mem, (uint64_t)d->g * d->d_v) ||
+        attn__fma3(&f, bm, attn__value_width(p), (uint64_t)d->g * d->d_v) ||
         attn__fma3(&f, bhnm, d->d_k, 1) || attn__fma3(&f, bhnm, d->d_v, 1) ||
         (p->w_o && attn__fma3(&f, bn, (uint64_t)d->h * d->d_v, d->d_out)) ||
         attn__mul64(f, 2, &f))
         return ATTN_EOVERFLOW;
     *flops = f;
+    return ATTN_OK;
+}
+
+/* The keys query a of batch element b can see under the causal mask, the
+ * window and the global tokens, counted on sorted key positions (m
+ * otherwise); an upper bound when global keys escape the window. */
+static uint64_t attn__cost_row(const attn__vis *v, size_t b, size_t a,
+                               int sorted, size_t global_keys)
+{
+    const attn_params *p = v->p;
+    size_t lo = 0, hi = v->m, l, h;
+    int64_t qp = attn__vis_qpos(v, b, a);
+    int global_q = 0;
+
+    if (!sorted)
+        return v->m;
+    for (size_t t = 0; p->window.on && t < p->n_global; t++)
+        global_q |= p->global_tokens[t] == a;
+    /* binary searches on the sorted key positions */
+    if (p->mask == ATTN_MASK_CAUSAL) {
+        for (l = 0, h = v->m; l < h;) {
+            size_t mid = l + (h - l) / 2;
+            if (attn__vis_kpos(v, b, mid) > qp)
+                h = mid;
+            else
+                l = mid + 1;
+        }
+        hi = l;
+    }
+    if (p->window.on && !global_q) {
+        size_t top = hi;
+        if (p->window.left != ATTN_UNBOUNDED &&
+            (uint64_t)p->window.left < (uint64_t)qp) {
+            int64_t x = qp - (int64_t)p->window.left;
+            for (l = 0, h = v->m; l < h;) {
+                size_t mid = l + (h - l) / 2;
+                if (attn__vis_kpos(v, b, mid) >= x)
+                    h = mid;
+                else
+                    l = mid + 1;
+            }
+            lo = l;
+        }
+        if (p->window.right != ATTN_UNBOUNDED &&
+            (uint64_t)p->window.right < (uint64_t)(INT64_MAX - qp)) {
+            int64_t y = qp + (int64_t)p->window.right;
+            for (l = 0, h = v->m; l < h;) {
+                size_t mid = l + (h - l) / 2;
+                if (attn__vis_kpos(v, b, mid) > y)
+                    h = mid;
+                else
+                    l = mid + 1;
+            }
+            hi = l < hi ? l : hi;
+        }
+        if (lo > hi)
+            lo = hi;
+        return (uint64_t)(hi - lo + (global_keys < top ? global_keys : top));
+    }
+    return (uint64_t)(hi - lo);
+}
+
+int attn_cost(const attn_params *p, uint64_t *work_units)
+{
+    const attn_dims *d;
+    attn__vis v;
+    uint64_t w = 0, pairs = 0, per_pair, qk_rows;
+    size_t global_keys = 0;
+    int rc = attn_check(p);
+
+    if (rc != ATTN_OK)
+        return rc;
+    if (work_units == NULL)
+        return ATTN_EINVAL;
+    d = &p->dims;
+    memset(&v, 0, sizeof(v));
+    v.p = p;
+    v.B = d->B;
+    v.n = d->n;
+    v.m = d->m;
+    for (size_t t = 0; p->window.on && t < p->n_global; t++)
+        global_keys += p->global_tokens[t] < d->m;
+    for (size_t b = 0; b < d->B; b++) {
+        int sorted = 1;
+        for (size_t c = 1; sorted && c < d->m; c++)
+            sorted = attn__vis_kpos(&v, b, c) >= attn__vis_kpos(&v, b, c - 1);
+        for (size_t a = 0; a < d->n; a++)
+            if (attn__add64(&pairs, attn__cost_row(&v, b, a, sorted,
+                                                   global_keys)))
+                return ATTN_EOVERFLOW;
+    }
+    /* per visible pair and head: the two products (multiply-adds times
+     * two), the exponential, the softcap's tanh */
+    per_pair = 2 * ((uint64_t)d->d_k + d->d_v) + ATTN_COST_EXP +
+               (p->softcap > 0.0f ? ATTN_COST_SOFTCAP : 0);
+    qk_rows = (uint64_t)d->B * d->n * d->h + (uint64_t)d->B * d->m * d->g;
+    if (attn__fma3(&w, pairs, d->h, per_pair) ||
+        attn__fma3(&w, (uint64_t)d->B * d->n, d->h, ATTN_COST_ROW) ||
+        attn__fma3(&w, qk_rows, d->d_k,
+                   (p->qk_norm.over != ATTN_QK_NORM_NONE ? 4 : 0) +
+                       (p->rope.dim != 0 ? 6 : 0)) ||
+        attn__fma3(&w, (uint64_t)d->B * d->n, d->d_model,
+                   2 * (uint64_t)d->h * d->d_k) ||
+        attn__fma3(&w, (uint64_t)d->B * d->m, d->d_mem,
+                   2 * (uint64_t)d->g * d->d_k) ||
+        attn__fma3(&w, (uint64_t)d->B * d->m, attn__value_width(p),
+                   2 * (uint64_t)d->g * d->d_v) ||
+        (p->w_o && attn__fma3(&w, (uint64_t)d->B * d->n,
+                              (uint64_t)d->h * d->d_v, 2 * (uint64_t)d->d_out)))
+        return ATTN_EOVERFLOW;
+    *work_units = w;
     return ATTN_OK;
 }

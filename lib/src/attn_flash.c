@@ -3,12 +3,18 @@
  * and keeps a running max and sum per row (online softmax), so its scores
  * never leave the core's caches:
  *
- *   for each key block K_b, V_b (FLASH_KEYS keys):
- *     pass 1  S = (scale log2 e) Q K_b^T     [8 rows][FLASH_KEYS]  (L1)
- *     pass 2  mask; max_new = max(max, rowmax S); O, sum *= 2^(max - max_new)
- *             P = 2^(S - max_new); sum += rowsum P
- *     pass 3  O += P V_b                     [8 rows][d_v]
+ *   for each key block K_b, V_b (FLASH_KEYS keys) of the tile's range:
+ *     for each group of 8 rows, over the 32-key span of the block that
+ *     the group's rows can see (none: the group skips the block):
+ *       pass 1  S = (scale log2 e) Q K_b^T    [8 rows][<= FLASH_KEYS]  (L1)
+ *       pass 2  softcap, bias, ALiBi; mask; max_new = max(max, rowmax S);
+ *               O, sum *= 2^(max - max_new); P = 2^(S - max_new);
+ *               sum += rowsum P
+ *       pass 3  O += P V_b                    [8 rows][d_v]
  *   O /= sum
+ * The key ranges and masks come from attn_visible.c, so a sliding window
+ * costs the keys of its band (rounded to 32 at each edge), not of the
+ * whole causal triangle.
  *
  * (the scores in log2 units: 2^(S log2 e) = e^S, and 2^x is the cheaper
  * polynomial). K is transposed and each head's V made contiguous once per
@@ -21,7 +27,7 @@
 #include <string.h>
 
 #include "attn_exp.h"
-#include "attn_internal.h"
+#include "attn_visible.h"
 
 /* Keys a block: its scores for one row group (8 x 256 floats, 8 KiB) stay
  * in L1, its packed K^T and V (d_k or d_v x 256 floats) in L2. */
@@ -58,7 +64,8 @@ typedef struct attn__flash_ws {
     float *o;   /* [ATTN__FLASH_ROWS][dvp]: the unnormalised outputs */
     float *max; /* [ATTN__FLASH_ROWS]: running max, -inf before any key */
     float *sum; /* [ATTN__FLASH_ROWS]: running sum of e^(s - max) */
-    uint16_t *pad; /* [FLASH_KEYS / 16]: padded keys of the block, 1 bits */
+    uint16_t *bits; /* [FLASH_KEYS / 16]: a row's visible keys, 1 bits */
+    unsigned char *hide; /* [FLASH_KEYS]: a row's hidden keys */
 } attn__flash_ws;
 
 static size_t attn__flash_dvp(const attn_dims *d)
@@ -70,14 +77,15 @@ static size_t attn__flash_parts(const attn_dims *d, float *base,
                                 attn__flash_ws *ws)
 {
     size_t dvp = attn__flash_dvp(d), at = 0;
-    size_t sizes[6] = {
+    size_t sizes[7] = {
         ATTN__FLASH_ROWS * d->d_k, FLASH_GROUP * FLASH_KEYS,
         ATTN__FLASH_ROWS * dvp,  ATTN__FLASH_ROWS,
-        ATTN__FLASH_ROWS,        FLASH_KEYS / 16 / 2 /* uint16 in floats */
+        ATTN__FLASH_ROWS,        FLASH_KEYS / 16 / 2, /* uint16 in floats */
+        FLASH_KEYS / 4 /* bytes in floats */
     };
-    float *part[6];
+    float *part[7];
 
-    for (size_t i = 0; i < 6; i++) {
+    for (size_t i = 0; i < 7; i++) {
         part[i] = base != NULL ? base + at : NULL;
         at += attn__round_up(sizes[i], 16);
     }
@@ -87,7 +95,8 @@ static size_t attn__flash_parts(const attn_dims *d, float *base,
         ws->o = part[2];
         ws->max = part[3];
         ws->sum = part[4];
-        ws->pad = (uint16_t *)(void *)part[5];
+        ws->bits = (uint16_t *)(void *)part[5];
+        ws->hide = (unsigned char *)(void *)part[6];
     }
     return at;
 }
@@ -173,24 +182,21 @@ attn__flash_values(float *o, const float *s, const float *v, size_t ldv,
     }
 }
 
-/* pass 2 for one row: its keys [0, see) of the block are visible (causal),
- * minus the padded ones; s becomes P (0 where masked) and the row's
- * running max, sum and outputs move to the new max. When every key of the
- * block is visible (masked 0), top is the row's max from pass 1. */
+/* pass 2 for one row: with masked, the keys whose bit is set in bits are
+ * visible and the others hidden; s becomes P (0 where hidden) and the
+ * row's running max, sum and outputs move to the new max. When every key
+ * is visible and the scores are pass 1's (masked 0), top is the row's max
+ * from pass 1. */
 __attribute__((target("avx512f"))) static void
-attn__flash_softmax(float *s, size_t keys, size_t see, const uint16_t *pad,
-                    int masked, float top, float *max, float *sum, float *o,
-                    size_t dvp)
+attn__flash_softmax(float *s, size_t keys, const uint16_t *bits, int masked,
+                    float top, float *max, float *sum, float *o, size_t dvp)
 {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 vmax = ninf, vsum = _mm512_setzero_ps(), vnew;
     float fresh;
 
     for (size_t j = 0; masked && j < keys; j += 16) {
-        __mmask16 k = see >= j + 16 ? (__mmask16)0xFFFF
-                      : see > j    ? (__mmask16)((1u << (see - j)) - 1)
-                                   : 0;
-        k &= (__mmask16)~pad[j / 16];
+        __mmask16 k = (__mmask16)bits[j / 16];
         /* masked scores become -inf, as an additive mask would make them */
         __m512 v = _mm512_mask_blend_ps(k, ninf, _mm512_load_ps(s + j));
         _mm512_store_ps(s + j, v);
@@ -225,20 +231,24 @@ attn__flash_softmax(float *s, size_t keys, size_t see, const uint16_t *pad,
     *sum += _mm512_reduce_add_ps(vsum);
 }
 
-/* Whether row q of batch element b sees any key that is not padded. */
-static int attn__flash_any_key(const attn_params *p, size_t b, size_t q)
+/* The visible bits of row q (a query of the tile, or a padding row past
+ * it: none) over keys [k0, k0 + n_keys) into ws->bits, keys bits wide. */
+static void attn__flash_bits(const attn__flash_args *a, attn__flash_ws *ws,
+                             size_t b, size_t i, size_t q, int real,
+                             attn__vis_kind kind, size_t k0, size_t n_keys,
+                             size_t keys)
 {
-    const attn_dims *d = &p->dims;
-    size_t see = d->m;
-
-    if (p->mask == ATTN_MASK_CAUSAL && q + 1 < see)
-        see = q + 1;
-    if (p->key_padding == NULL)
-        return see > 0;
-    for (size_t j = 0; j < see; j++)
-        if (!p->key_padding[b * d->m + j])
-            return 1;
-    return 0;
+    for (size_t j = 0; j < keys; j += 16)
+        ws->bits[j / 16] = 0;
+    if (!real)
+        return;
+    if (kind == ATTN__VIS_ALL)
+        memset(ws->hide, 0, n_keys);
+    else
+        attn__vis_row(a->vis, b, i, q, k0, k0 + n_keys, ws->hide);
+    for (size_t t = 0; t < n_keys; t++)
+        if (!ws->hide[t])
+            ws->bits[t / 16] |= (uint16_t)(1u << (t % 16));
 }
 
 __attribute__((target("avx512f"))) int
@@ -247,21 +257,37 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
 {
     const attn_params *p = a->p;
     const attn_dims *d = &p->dims;
+    const attn__vis *vis = a->vis;
     size_t hdk = d->h * d->d_k, hdv = d->h * d->d_v;
     size_t kv = i / (d->h / d->g), dvp = attn__flash_dvp(d);
     size_t groups = (rows + FLASH_GROUP - 1) / FLASH_GROUP;
-    size_t rows_pad = groups * FLASH_GROUP, keys_end = d->m;
+    size_t rows_pad = groups * FLASH_GROUP;
     size_t ldk = attn__round_up(d->m, 32);
+    size_t glo[ATTN__FLASH_ROWS / FLASH_GROUP], ghi[ATTN__FLASH_ROWS / FLASH_GROUP];
+    size_t tlo = d->m, thi = 0;
     const float *kt = a->kt + (b * d->g + kv) * d->d_k * ldk;
     const float *v = a->vp + (b * d->g + kv) * d->m * d->d_v;
-    const uint8_t *pad = p->key_padding ? p->key_padding + b * d->m : NULL;
-    int causal = p->mask == ATTN_MASK_CAUSAL, rc = ATTN_OK, padded;
+    int rc = ATTN_OK;
     float top[FLASH_GROUP], qscale = a->scale * (float)M_LOG2E;
     attn__flash_ws ws;
 
     attn__flash_parts(d, base, &ws);
-    if (causal && q0 + rows < keys_end)
-        keys_end = q0 + rows; /* no row of the tile sees past its last */
+    /* each group's key range: the union of its rows' (attn__vis_range) */
+    for (size_t g = 0; g < groups; g++) {
+        glo[g] = d->m;
+        ghi[g] = 0;
+        for (size_t r = g * FLASH_GROUP; r < rows && r < (g + 1) * FLASH_GROUP;
+             r++) {
+            size_t l, h;
+            attn__vis_range(vis, b, q0 + r, &l, &h);
+            if (l < h) {
+                glo[g] = l < glo[g] ? l : glo[g];
+                ghi[g] = h > ghi[g] ? h : ghi[g];
+            }
+        }
+        tlo = glo[g] < tlo ? glo[g] : tlo;
+        thi = ghi[g] > thi ? ghi[g] : thi;
+    }
     /* the tile's queries, scaled once, with log2 e: the scores come in
      * log2 units for attn__exp2_512; rows past the tile are zero */
     for (size_t r = 0; r < rows_pad; r++) {
@@ -284,37 +310,42 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
     }
     memset(ws.o, 0, rows_pad * dvp * sizeof(float));
 
-    for (size_t k0 = 0; k0 < keys_end; k0 += FLASH_KEYS) {
-        size_t n_keys = keys_end - k0 < FLASH_KEYS ? keys_end - k0 : FLASH_KEYS;
-        size_t keys = attn__round_up(n_keys, 32);
-
-        padded = 0;
-        for (size_t j = 0; j < keys; j += 16) {
-            uint16_t bits = 0;
-            for (size_t t = 0; pad != NULL && t < 16; t++)
-                if (j + t < n_keys && pad[k0 + j + t])
-                    bits |= (uint16_t)(1u << t);
-            ws.pad[j / 16] = bits;
-            padded |= bits != 0;
-        }
+    for (size_t k0 = tlo / 32 * 32; k0 < thi; k0 += FLASH_KEYS) {
+        size_t k_end = thi - k0 < FLASH_KEYS ? thi : k0 + FLASH_KEYS;
 
         for (size_t g = 0; g < groups; g++) {
             size_t r0 = g * FLASH_GROUP;
-            /* under a causal mask row q sees keys 0..q */
-            if (causal && k0 > q0 + r0 + FLASH_GROUP - 1)
+            size_t real = rows - r0 < FLASH_GROUP ? rows - r0 : FLASH_GROUP;
+            size_t s0 = glo[g] > k0 ? glo[g] / 32 * 32 : k0;
+            size_t s1 = ghi[g] < k_end ? ghi[g] : k_end;
+            size_t n_keys, keys;
+            attn__vis_kind kind;
+            int masked;
+
+            if (s0 >= s1)
+                continue; /* the group sees no key of this block */
+            kind = attn__vis_block(vis, b, i, q0 + r0, q0 + r0 + real, s0, s1);
+            if (kind == ATTN__VIS_NONE)
                 continue;
-            attn__flash_scores(ws.s, top, ws.qs + r0 * d->d_k, kt + k0, ldk,
+            n_keys = s1 - s0;
+            keys = attn__round_up(n_keys, 32);
+            masked = kind != ATTN__VIS_ALL || n_keys < keys || vis->adjust;
+            attn__flash_scores(ws.s, top, ws.qs + r0 * d->d_k, kt + s0, ldk,
                                d->d_k, keys);
             for (size_t r = 0; r < FLASH_GROUP; r++) {
-                size_t q = q0 + r0 + r, see = n_keys;
-                if (causal)
-                    see = q + 1 <= k0 ? 0 : q + 1 - k0 < see ? q + 1 - k0 : see;
-                attn__flash_softmax(ws.s + r * FLASH_KEYS, keys, see, ws.pad,
-                                    padded || see < keys, top[r],
+                float *sr = ws.s + r * FLASH_KEYS;
+                if (masked) {
+                    attn__flash_bits(a, &ws, b, i, q0 + r0 + r, r < real,
+                                     kind, s0, n_keys, keys);
+                    if (r < real)
+                        attn__vis_adjust(vis, b, i, q0 + r0 + r, s0, sr,
+                                         n_keys, (float)M_LOG2E);
+                }
+                attn__flash_softmax(sr, keys, ws.bits, masked, top[r],
                                     ws.max + r0 + r, ws.sum + r0 + r,
                                     ws.o + (r0 + r) * dvp, dvp);
             }
-            attn__flash_values(ws.o + r0 * dvp, ws.s, v + k0 * d->d_v,
+            attn__flash_values(ws.o + r0 * dvp, ws.s, v + s0 * d->d_v,
                                d->d_v, d->d_v, dvp, n_keys);
         }
     }
@@ -329,7 +360,7 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
         } else if (s == 0.0f) {
             /* a row of -inf: fully masked (zero output), or finite inputs
              * whose scores overflowed to -inf */
-            if (attn__flash_any_key(p, b, q0 + r))
+            if (attn__vis_count(vis, b, i, q0 + r) > 0)
                 rc = ATTN_ERANGE;
         } else {
             inv = 1.0f / s;

@@ -26,8 +26,19 @@ double attn__scale(const attn_params *p);
 /* The memory sequence and its width: p->memory, or x for self-attention. */
 const float *attn__memory(const attn_params *p);
 
+/* The source of the values, [B][m][width]: p->value (width d_val), or the
+ * memory sequence (width d_mem). */
+const float *attn__value_source(const attn_params *p);
+size_t attn__value_width(const attn_params *p);
+
+/* The reference's own visibility rule (attn_ref.c): whether head i's query
+ * a of batch element b sees key c. Only the float64 reference uses it. */
+int attn__ref_visible(const attn_params *p, size_t b, size_t i, size_t a,
+                      size_t c);
+
 /* Row softmax over s[0..len) in place, with keys at and beyond `visible`
- * masked (causal) and keys whose pad[j] is nonzero masked (pad may be NULL).
+ * hidden and keys whose pad[j] is nonzero hidden (pad, the row's hidden
+ * flags from attn__vis_row, may be NULL).
  * Masked entries become exactly 0. With normalize 0 the row is left as
  * exp(s - max), and *inv_sum (always set) is what normalises it: callers
  * that only need A V scale the d_v outputs instead of the m weights.
@@ -61,8 +72,10 @@ int attn__softmax_isa(int isa, float *s, float *p, size_t len,
  * ATTN_OK, or ATTN_ERANGE when a row's scores held +inf or NaN, or all
  * overflowed to -inf (the row softmax's rule). */
 #define ATTN__FLASH_ROWS 128
+typedef struct attn__vis attn__vis;
 typedef struct attn__flash_args {
     const attn_params *p;
+    const attn__vis *vis; /* which keys each query sees */
     const float *q, *k, *v;
     float *kt; /* [B][g][d_k][m rounded up to 32]: K^T, zero-padded */
     float *vp; /* [B][g][m][d_v]: V, each head's rows contiguous */

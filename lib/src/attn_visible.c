@@ -1,0 +1,364 @@
+/* attn_visible.c: the visibility of keys and the position-dependent score
+ * rules, for every fast kernel (see attn_visible.h). The reference kernel
+ * keeps its own obvious copy of these rules, so the two check each other. */
+#include <math.h>
+#include <string.h>
+
+#include "attn_visible.h"
+
+#define ATTN__VIS_UNBOUNDED UINT64_MAX
+
+/* The offsets of the tables in the one block (attn_check bounded
+ * B * (m + 1) * 8 and n, m by the inputs' sizes; these are smaller). */
+typedef struct attn__vis_offsets {
+    size_t gq, gk, gkb, pad, qs, ks, total;
+} attn__vis_offsets;
+
+static void attn__vis_layout(const attn_params *p, attn__vis_offsets *o)
+{
+    const attn_dims *d = &p->dims;
+
+    o->gq = 0;
+    o->gk = o->gq + d->n;
+    o->gkb = (o->gk + d->m + 7) / 8 * 8;
+    o->pad = o->gkb + (d->m + 1) * sizeof(size_t);
+    o->qs = o->pad +
+            (p->key_padding != NULL ? d->B * (d->m + 1) * sizeof(size_t) : 0);
+    o->ks = o->qs + d->B;
+    o->total = o->ks + d->B;
+}
+
+size_t attn__vis_bytes(const attn_params *p)
+{
+    attn__vis_offsets o;
+
+    attn__vis_layout(p, &o);
+    return o.total;
+}
+
+int attn__vis_init(attn__vis *v, const attn_params *p)
+{
+    const attn_dims *d = &p->dims;
+    attn__vis_offsets o;
+    unsigned char *base;
+
+    memset(v, 0, sizeof(*v));
+    v->p = p;
+    v->B = d->B;
+    v->n = d->n;
+    v->m = d->m;
+    v->causal = p->mask == ATTN_MASK_CAUSAL;
+    v->window = p->window.on != 0;
+    v->left = p->window.left == ATTN_UNBOUNDED ? ATTN__VIS_UNBOUNDED
+                                               : (uint64_t)p->window.left;
+    v->right = p->window.right == ATTN_UNBOUNDED ? ATTN__VIS_UNBOUNDED
+                                                 : (uint64_t)p->window.right;
+    v->has_mask = p->score_mask.data != NULL;
+    v->has_global = v->window && p->n_global > 0;
+    v->adjust = p->softcap > 0.0f || p->score_bias.data != NULL ||
+                p->alibi_slopes != NULL;
+
+    attn__vis_layout(p, &o);
+    v->block = attn__alloc(p, o.total, 1);
+    if (v->block == NULL)
+        return ATTN_ENOMEM;
+    base = v->block;
+    v->gq = base + o.gq;
+    v->gk = base + o.gk;
+    v->gk_before = (size_t *)(void *)(base + o.gkb);
+    v->pad_before =
+        p->key_padding != NULL ? (size_t *)(void *)(base + o.pad) : NULL;
+    v->q_sorted = base + o.qs;
+    v->k_sorted = base + o.ks;
+
+    memset(v->gq, 0, d->n);
+    memset(v->gk, 0, d->m);
+    for (size_t t = 0; v->has_global && t < p->n_global; t++) {
+        if (p->global_tokens[t] < d->n)
+            v->gq[p->global_tokens[t]] = 1;
+        if (p->global_tokens[t] < d->m)
+            v->gk[p->global_tokens[t]] = 1;
+    }
+    v->gk_before[0] = 0;
+    for (size_t c = 0; c < d->m; c++)
+        v->gk_before[c + 1] = v->gk_before[c] + v->gk[c];
+    for (size_t b = 0; v->pad_before != NULL && b < d->B; b++) {
+        size_t *pb = v->pad_before + b * (d->m + 1);
+        pb[0] = 0;
+        for (size_t c = 0; c < d->m; c++)
+            pb[c + 1] = pb[c] + (p->key_padding[b * d->m + c] != 0);
+    }
+    for (size_t b = 0; b < d->B; b++) {
+        v->q_sorted[b] = v->k_sorted[b] = 1;
+        for (size_t a = 1; a < d->n; a++)
+            if (attn__vis_qpos(v, b, a) < attn__vis_qpos(v, b, a - 1))
+                v->q_sorted[b] = 0;
+        for (size_t c = 1; c < d->m; c++)
+            if (attn__vis_kpos(v, b, c) < attn__vis_kpos(v, b, c - 1))
+                v->k_sorted[b] = 0;
+        if (!v->k_sorted[b] && (v->causal || v->window))
+            v->hide_rows = 1; /* ranges are then [0, m) */
+    }
+    if (p->key_padding != NULL || v->has_mask || v->has_global)
+        v->hide_rows = 1;
+    return ATTN_OK;
+}
+
+void attn__vis_free(attn__vis *v)
+{
+    if (v->p != NULL)
+        attn__free(v->p, v->block);
+    memset(v, 0, sizeof(*v));
+}
+
+int64_t attn__vis_qpos(const attn__vis *v, size_t b, size_t a)
+{
+    const attn_params *p = v->p;
+
+    return p->positions != NULL ? p->positions[b * v->n + a] : (int64_t)a;
+}
+
+int64_t attn__vis_kpos(const attn__vis *v, size_t b, size_t c)
+{
+    const attn_params *p = v->p;
+
+    if (p->key_positions != NULL)
+        return p->key_positions[b * v->m + c];
+    if (p->memory == NULL)
+        return attn__vis_qpos(v, b, c); /* self-attention: m == n */
+    return (int64_t)c;
+}
+
+/* hi - lo > side, for positions (>= 0, so the difference fits) */
+static int attn__vis_beyond(int64_t hi, int64_t lo, uint64_t side)
+{
+    return hi > lo && (uint64_t)(hi - lo) > side;
+}
+
+/* The window's verdict on key position kp from query position qp. */
+static int attn__vis_in_window(const attn__vis *v, int64_t qp, int64_t kp)
+{
+    return !attn__vis_beyond(qp, kp, v->left) &&
+           !attn__vis_beyond(kp, qp, v->right);
+}
+
+static const unsigned char *attn__vis_mask_row(const attn__vis *v, size_t b,
+                                               size_t i, size_t a)
+{
+    const attn_score_map *map = &v->p->score_mask;
+
+    if (!v->has_mask)
+        return NULL;
+    return (const unsigned char *)map->data + b * map->stride_b +
+           i * map->stride_h + a * v->m;
+}
+
+int attn__vis_key(const attn__vis *v, size_t b, size_t i, size_t a, size_t c)
+{
+    const attn_params *p = v->p;
+    const unsigned char *mrow = attn__vis_mask_row(v, b, i, a);
+    int64_t qp = attn__vis_qpos(v, b, a), kp = attn__vis_kpos(v, b, c);
+
+    if (v->causal && kp > qp)
+        return 0;
+    if (p->key_padding != NULL && p->key_padding[b * v->m + c])
+        return 0;
+    if (mrow != NULL && mrow[c])
+        return 0;
+    if (v->window && !(v->has_global && (v->gq[a] || v->gk[c])) &&
+        !attn__vis_in_window(v, qp, kp))
+        return 0;
+    return 1;
+}
+
+size_t attn__vis_row(const attn__vis *v, size_t b, size_t i, size_t a,
+                     size_t k0, size_t k1, unsigned char *hide)
+{
+    const attn_params *p = v->p;
+    const unsigned char *mrow = attn__vis_mask_row(v, b, i, a);
+    const unsigned char *pad =
+        p->key_padding != NULL ? p->key_padding + b * v->m : NULL;
+    int64_t qp = attn__vis_qpos(v, b, a);
+    int window = v->window && !(v->has_global && v->gq[a]);
+    size_t count = 0;
+
+    for (size_t c = k0; c < k1; c++) {
+        int64_t kp = attn__vis_kpos(v, b, c);
+        int hidden = (v->causal && kp > qp) || (pad != NULL && pad[c]) ||
+                     (mrow != NULL && mrow[c]) ||
+                     (window && !(v->has_global && v->gk[c]) &&
+                      !attn__vis_in_window(v, qp, kp));
+        hide[c - k0] = (unsigned char)hidden;
+        count += !hidden;
+    }
+    return count;
+}
+
+size_t attn__vis_count(const attn__vis *v, size_t b, size_t i, size_t a)
+{
+    size_t count = 0;
+
+    for (size_t c = 0; c < v->m; c++)
+        count += (size_t)attn__vis_key(v, b, i, a, c);
+    return count;
+}
+
+/* The smallest and largest positions of queries [q0, q1) (or keys). */
+static void attn__vis_extent(const attn__vis *v, size_t b, int keys,
+                             size_t x0, size_t x1, int64_t *lo, int64_t *hi)
+{
+    int sorted = keys ? v->k_sorted[b] : v->q_sorted[b];
+
+    if (sorted) {
+        *lo = keys ? attn__vis_kpos(v, b, x0) : attn__vis_qpos(v, b, x0);
+        *hi = keys ? attn__vis_kpos(v, b, x1 - 1)
+                   : attn__vis_qpos(v, b, x1 - 1);
+        return;
+    }
+    *lo = INT64_MAX;
+    *hi = INT64_MIN;
+    for (size_t x = x0; x < x1; x++) {
+        int64_t t = keys ? attn__vis_kpos(v, b, x) : attn__vis_qpos(v, b, x);
+        *lo = t < *lo ? t : *lo;
+        *hi = t > *hi ? t : *hi;
+    }
+}
+
+attn__vis_kind attn__vis_block(const attn__vis *v, size_t b, size_t i,
+                               size_t q0, size_t q1, size_t k0, size_t k1)
+{
+    int64_t qlo, qhi, klo, khi;
+    int all = 1;
+
+    if (q0 >= q1 || k0 >= k1)
+        return ATTN__VIS_NONE;
+    if (v->pad_before != NULL) {
+        const size_t *pb = v->pad_before + b * (v->m + 1);
+        size_t padded = pb[k1] - pb[k0];
+        if (padded == k1 - k0)
+            return ATTN__VIS_NONE;
+        all = padded == 0;
+    }
+    attn__vis_extent(v, b, 0, q0, q1, &qlo, &qhi);
+    attn__vis_extent(v, b, 1, k0, k1, &klo, &khi);
+    if (v->causal) {
+        if (klo > qhi)
+            return ATTN__VIS_NONE;
+        if (khi > qlo)
+            all = 0;
+    }
+    if (v->window) {
+        int escape = 0;
+        if (v->has_global) {
+            for (size_t a = q0; !escape && a < q1; a++)
+                escape = v->gq[a];
+            escape |= v->gk_before[k1] != v->gk_before[k0];
+        }
+        if (!escape && (attn__vis_beyond(qlo, khi, v->left) ||
+                        attn__vis_beyond(klo, qhi, v->right)))
+            return ATTN__VIS_NONE;
+        if (attn__vis_beyond(qhi, klo, v->left) ||
+            attn__vis_beyond(khi, qlo, v->right))
+            all = 0;
+    }
+    if (v->has_mask) {
+        size_t hidden = 0;
+        for (size_t a = q0; a < q1; a++) {
+            const unsigned char *mrow = attn__vis_mask_row(v, b, i, a);
+            for (size_t c = k0; c < k1; c++)
+                hidden += mrow[c] != 0;
+        }
+        if (hidden == (q1 - q0) * (k1 - k0))
+            return ATTN__VIS_NONE;
+        if (hidden != 0)
+            all = 0;
+    }
+    return all ? ATTN__VIS_ALL : ATTN__VIS_PARTIAL;
+}
+
+/* The first key c of batch element b (sorted key positions) with
+ * kpos(c) > t, or with kpos(c) >= t when `inclusive`. */
+static size_t attn__vis_search(const attn__vis *v, size_t b, int64_t t,
+                               int inclusive)
+{
+    size_t lo = 0, hi = v->m;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int64_t kp = attn__vis_kpos(v, b, mid);
+        if (inclusive ? kp >= t : kp > t)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+void attn__vis_range(const attn__vis *v, size_t b, size_t a, size_t *lo,
+                     size_t *hi)
+{
+    int64_t qp;
+    size_t l = 0, h = v->m, cap;
+
+    if (!v->k_sorted[b] || (!v->causal && !v->window)) {
+        *lo = 0;
+        *hi = v->m;
+        return;
+    }
+    qp = attn__vis_qpos(v, b, a);
+    if (v->causal)
+        h = attn__vis_search(v, b, qp, 0);
+    cap = h;
+    if (v->window && !(v->has_global && v->gq[a])) {
+        if (v->left < (uint64_t)qp)
+            l = attn__vis_search(v, b, qp - (int64_t)v->left, 1);
+        if (v->right < (uint64_t)(INT64_MAX - qp)) {
+            size_t r = attn__vis_search(v, b, qp + (int64_t)v->right, 0);
+            h = r < h ? r : h;
+        }
+        if (v->has_global && v->gk_before[cap] > 0) {
+            /* global keys below the causal bound escape the window */
+            size_t first = 0, last = cap;
+            while (!v->gk[first])
+                first++;
+            while (!v->gk[last - 1])
+                last--;
+            l = first < l ? first : l;
+            h = last > h ? last : h;
+        }
+    }
+    if (l > h)
+        l = h;
+    *lo = l;
+    *hi = h;
+}
+
+void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
+                      size_t k0, float *s, size_t len, float unit)
+{
+    const attn_params *p = v->p;
+    const float *bias = NULL;
+    float cap = p->softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
+    float inv_unit = 1.0f / unit;
+    double slope = p->alibi_slopes != NULL ? (double)p->alibi_slopes[i] : 0.0;
+    int64_t qp = attn__vis_qpos(v, b, a);
+
+    if (!v->adjust)
+        return;
+    if (p->score_bias.data != NULL)
+        bias = (const float *)p->score_bias.data + b * p->score_bias.stride_b +
+               i * p->score_bias.stride_h + a * v->m + k0;
+    for (size_t c = 0; c < len; c++) {
+        float x = s[c] * inv_unit;
+        if (cap > 0.0f)
+            x = cap * tanhf(x * inv_cap);
+        if (bias != NULL)
+            x += bias[c];
+        if (slope != 0.0) {
+            int64_t kp = attn__vis_kpos(v, b, k0 + c);
+            double dist = kp > qp ? (double)(kp - qp) : (double)(qp - kp);
+            x -= (float)(slope * dist);
+        }
+        s[c] = x * unit;
+    }
+}
