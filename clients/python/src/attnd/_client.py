@@ -33,19 +33,34 @@ REF_MIN_VALUES = 4096
 # upload), the refs are not worth their round trips (replicas that do not
 # share a store, a store too small for the model): everything goes inline.
 MAX_REF_FAILURES = 3
+# The v1 request fields (and the v1 server's extensions analysis, top_k).
+# A v1 server ignores any other field, so a request that uses one is sent
+# only to a server that refuses what it does not know (see _check_strict).
+V1_FIELDS = frozenset({
+    "x", "memory", "num_heads", "num_kv_heads", "w_q", "w_k", "w_v", "w_o",
+    "b_q", "b_k", "b_v", "b_o", "mask", "key_padding_mask", "scale",
+    "return_weights", "encoding", "tokens", "memory_tokens", "analysis",
+    "top_k",
+})
+# The field of the probe request: no server knows it.
+PROBE_FIELD = "attnd_client_probe"
 
 
 class Error(Exception):
     """An error answer of attnd: HTTP ``status`` and the contract's error
     object (``code``, ``message`` and ``field``, a JSON Pointer into the
-    request, or None). Network failures are not Errors: they raise urllib's
-    ``URLError`` / ``OSError`` as they come."""
+    request, or None). Status 0 with code ``unsupported_field`` is the
+    client's own refusal, before sending: the request uses a field the
+    server would ignore (a v1 server), which would compute a different
+    attention in silence. Network failures are not Errors: they raise
+    urllib's ``URLError`` / ``OSError`` as they come."""
 
     def __init__(self, status: int, code: str, message: str,
                  field: Optional[str] = None,
                  headers: Optional[Mapping[str, str]] = None) -> None:
-        super().__init__("%d %s: %s%s" % (
-            status, code, message, " (at %s)" % field if field else ""))
+        super().__init__("%s%s: %s%s" % (
+            "%d " % status if status else "", code, message,
+            " (at %s)" % field if field else ""))
         self.status = status
         self.code = code
         self.message = message
@@ -134,6 +149,7 @@ class Client:
         self._seen: set = set()     # refs of large non-weights sent once
         self._store_ok = True       # False: no store (404) or gave up
         self._ref_failures = 0
+        self._strict: Optional[bool] = None  # refuses unknown fields?
 
     # -- public calls ------------------------------------------------------
 
@@ -238,6 +254,14 @@ class Client:
 
     def _post_attend(self, top: Dict[str, Any],
                      layers: Optional[List[Mapping[str, Any]]]) -> Result:
+        names = {k for k, v in top.items() if v is not None}
+        for lay in layers or ():
+            names.update(k for k, v in lay.items() if v is not None)
+        if layers is not None:
+            names.add("layers")
+        newer = sorted(names - V1_FIELDS)
+        if newer:
+            self._check_strict(newer)
         use_refs = self.use_refs and self._store_ok
         body = self._body(top, layers, use_refs)
         try:
@@ -263,6 +287,32 @@ class Client:
                 with self._lock:
                     self._ref_failures = 0
         return Result.from_json(doc)
+
+    def _check_strict(self, newer: List[str]) -> None:
+        """Raises Error(0, "unsupported_field") when the server ignores
+        fields it does not know, as v1 servers do: it would answer a request
+        with ``newer`` fields as if they were absent. Asked once per Client
+        with a one-token request that carries an unknown field: a v2 server
+        answers 422 naming that field."""
+        if self._strict is None:
+            probe = {"x": [[1.0]], "w_q": [[1.0]], "w_k": [[1.0]],
+                     "w_v": [[1.0]], "return_weights": "none",
+                     PROBE_FIELD: True}
+            try:
+                self._request("POST", "/attend", json.dumps(probe).encode(),
+                              "application/json")
+                strict = False
+            except Error as e:
+                if e.status != 422:
+                    return  # cannot tell; the request itself will say
+                strict = True
+            self._strict = strict
+        if not self._strict:
+            raise Error(0, "unsupported_field",
+                        "the server at %s ignores request fields it does "
+                        "not know (a v1 attnd), so it would compute this "
+                        "request without %s: refused before sending"
+                        % (self.url, ", ".join(newer)), "/" + newer[0])
 
     def _body(self, top: Dict[str, Any],
               layers: Optional[List[Mapping[str, Any]]],
