@@ -139,6 +139,32 @@ function expand_top_k(shape, pairs, meta) {
   return { shape: [...shape.slice(0, -2), m], values: dense };
 }
 
+// Any numeric field of a response (nested arrays or a base64 tensor
+// object) as { shape, values } with values row-major; null when absent.
+export function tensor_of(field) {
+  if (field == null) return null;
+  if (Array.isArray(field)) {
+    const shape = nested_shape(field);
+    return { shape, values: flatten(field, shape) };
+  }
+  if (typeof field === 'object') return decode_tensor(field);
+  throw new Error('a numeric field is neither an array nor a tensor object');
+}
+
+// The slice of t at the leading indices idx (e.g. [b, head]) as
+// { shape: rest, values }, or null when t is missing or too small.
+export function slice_of(t, idx) {
+  if (!t || idx.length > t.shape.length) return null;
+  let off = 0;
+  for (let a = 0; a < idx.length; a++) {
+    if (idx[a] < 0 || idx[a] >= t.shape[a]) return null;
+    off = off * t.shape[a] + idx[a];
+  }
+  const rest = t.shape.slice(idx.length);
+  const size = rest.reduce((p, q) => p * q, 1);
+  return { shape: rest, values: t.values.subarray(off * size, (off + 1) * size) };
+}
+
 // Labels for batch element b of a tokens field ([n] or [B][n]), or indices.
 export function labels_of(field, b, count) {
   let t = field;

@@ -1,35 +1,24 @@
-// app.js: the dashboard's controller. Reads the form, sends the request,
-// and draws the per-head maps, the mean map, the token view, the analysis
-// figures and the exports. Everything stays on this page's origin.
+// app.js: the dashboard's controller. Reads the form, builds and sends the
+// request (with tensor-store refs when it can), keeps what came back in
+// state.js and has the views draw it. Everything stays on this page's
+// origin.
 
 import { generate_request, check_params, as_base64, tokenize } from './generate.js';
-import { post_attend, attention_of, labels_of } from './api.js';
-import { draw_heatmap, draw_legend, cell_at, cell_centre, set_cursor } from './heatmap.js';
-import { draw_lines, row_at, head_colour } from './lines.js';
-
-const $ = (id) => document.getElementById(id);
-
-// What the page last received; the drawing functions read from here.
-const state = {
-  text: '',        // the response body exactly as received (for export)
-  resp: null,      // its parsed JSON
-  cross: false,    // the request had `memory`: keys are not the tokens
-  att: null,       // attention_of(resp)
-  batch: 0,        // the batch element drawn
-  maps: [],        // per head: Float32Array|Float64Array n*m, for `batch`
-  mean: null,      // n*m mean over heads
-  rows: [],        // query labels
-  cols: [],        // key labels
-  query: null,     // the query row the token view follows
-  line_heads: new Set(),
-};
-
-const GRID_PLOT = 360; // largest plot side of a head's map, canvas pixels
+import { post_attend, attention_of, labels_of, tensor_of, slice_of } from './api.js';
+import { $, state, plural } from './state.js';
+import { resolve_scale } from './scale.js';
+import { effective_request, uneven_rows, mask_reader } from './masks.js';
+import { with_refs, remember, forget_all } from './store.js';
+import { render_heads, draw_line_heads, redraw_lines, attach_lines, open_zoom, download,
+  hide_tooltip } from './views.js';
+import { render_model } from './model.js';
+import { render_neuron } from './neuron.js';
 
 // -- form --------------------------------------------------------------------
 
 function form_params() {
   const int = (id) => Number($(id).value === '' ? NaN : $(id).value);
+  const opt = (id) => ($(id).value.trim() === '' ? null : Number($(id).value));
   return {
     sentence: $('sentence').value,
     d_model: int('d-model'),
@@ -39,6 +28,12 @@ function form_params() {
     padding: int('padding'),
     seed: int('seed'),
     repeat: int('repeat'),
+    layers: int('layers'),
+    rope: $('rope').checked,
+    rope_theta: Number($('rope-theta').value),
+    alibi: $('alibi').checked,
+    window_left: opt('window-left'),
+    softcap: opt('softcap'),
   };
 }
 
@@ -54,6 +49,7 @@ function update_source() {
 
 function update_hint() {
   const p = form_params();
+  $('rope-theta').disabled = !p.rope;
   const bad = check_params(p);
   if (bad) {
     $('shape-hint').textContent = bad;
@@ -61,23 +57,39 @@ function update_hint() {
   }
   const n = tokenize(p.sentence).length * p.repeat + p.padding;
   const dk = Math.floor(p.d_model / p.heads);
+  const rules = [p.rope && `RoPE (theta ${p.rope_theta})`, p.alibi && 'ALiBi',
+    p.window_left !== null && `window of ${p.window_left} keys to the left`,
+    p.softcap !== null && `softcap ${p.softcap}`].filter(Boolean);
   $('shape-hint').textContent =
     `n = m = ${n} tokens, d_k = d_v = ${dk}, ${p.heads} heads over ${p.kv_heads} KV heads` +
-    (p.heads === p.kv_heads ? ' (multi-head)' : p.kv_heads === 1 ? ' (multi-query)' : ' (grouped-query)');
+    (p.heads === p.kv_heads ? ' (multi-head)' : p.kv_heads === 1 ? ' (multi-query)' : ' (grouped-query)') +
+    (p.layers > 1 ? `, ${p.layers} layers` : '') +
+    (rules.length ? `; ${rules.join(', ')}` : '');
 }
 
-// The body to send as { body, cross } (cross: the request has `memory`, so
-// keys are not the query tokens), or throws an Error whose message is shown.
-function request_body() {
+// The extras the Options ask for, added to a request object where the
+// request does not say otherwise.
+function add_options(req) {
+  if ($('want-analysis').checked && req.analysis === undefined) req.analysis = true;
+  if ($('want-qk').checked && req.return_qk === undefined) req.return_qk = true;
+  if ($('want-norms').checked && req.value_norms === undefined) req.value_norms = true;
+  if (Array.isArray(req.layers) && $('want-rollout').checked && req.rollout === undefined &&
+      req.memory == null && !req.layers.some((l) => l && l.memory != null))
+    req.rollout = true;
+  return req;
+}
+
+// The request as { req: object, cross, top_k } or { text } when the pasted
+// text does not parse; throws an Error whose message is shown.
+function build_request() {
   const b64 = $('encoding').value === 'base64';
   if (source() === 'generate') {
     const p = form_params();
     const bad = check_params(p);
     if (bad) throw new Error(bad);
-    let req = generate_request(p);
-    if ($('want-analysis').checked) req.analysis = true;
+    let req = add_options(generate_request(p));
     if (b64) req = as_base64(req);
-    return { body: JSON.stringify(req), cross: false, top_k: false };
+    return { req, cross: false, top_k: false };
   }
   const text = $('request-json').value;
   if (text.trim() === '') throw new Error('the request JSON box is empty');
@@ -87,15 +99,20 @@ function request_body() {
   try {
     req = JSON.parse(text);
   } catch {
-    return { body: text, cross: false, top_k: false };
+    return { text };
   }
-  if (req === null || typeof req !== 'object' || Array.isArray(req))
-    return { body: text, cross: false, top_k: false };
+  if (req === null || typeof req !== 'object' || Array.isArray(req)) return { text };
   req.return_weights = 'per_head';
-  if ($('want-analysis').checked && req.analysis === undefined) req.analysis = true;
+  if (Array.isArray(req.layers))
+    req.layers = req.layers.map((l) => {
+      if (l === null || typeof l !== 'object' || l.return_weights === undefined) return l;
+      const c = { ...l };
+      delete c.return_weights;
+      return c;
+    });
+  add_options(req);
   if (b64 && req.encoding === undefined) req.encoding = 'base64';
-  return { body: JSON.stringify(req), cross: req.memory != null,
-    top_k: req.top_k != null };
+  return { req, cross: req.memory != null, top_k: req.top_k != null };
 }
 
 // -- status and errors ---------------------------------------------------------
@@ -139,12 +156,31 @@ function kib(nbytes) {
 
 // -- running -------------------------------------------------------------------
 
+// Sends the request; with the store on, known tensors go as refs, and a
+// 422 unknown_ref (the store forgot one) is answered by sending everything
+// inline once more. Returns { r, refs: pointers sent as refs }.
+async function send(built) {
+  if (!built.req) return { r: await post_attend(built.text), refs: [] };
+  if (!$('use-store').checked) return { r: await post_attend(JSON.stringify(built.req)), refs: [] };
+  let sent = with_refs(built.req);
+  set_status(`Sending to POST /attend (${plural(sent.refs.length, 'tensor')} as refs)\u2026`);
+  let r = await post_attend(JSON.stringify(sent.req));
+  if (!r.ok && r.error.code === 'unknown_ref') {
+    forget_all();
+    sent = with_refs(built.req);
+    r = await post_attend(JSON.stringify(sent.req));
+    document.body.dataset.refRetries = String(Number(document.body.dataset.refRetries || 0) + 1);
+  }
+  if (r.ok) remember(sent, r.json);
+  return { r, refs: sent.refs };
+}
+
 async function run(event) {
   event?.preventDefault();
   clear_error();
-  let body, cross, top_k;
+  let built;
   try {
-    ({ body, cross, top_k } = request_body());
+    built = build_request();
   } catch (e) {
     show_error({ status: 0, code: 'form', message: e.message, field: '' });
     set_status('Nothing sent: fix the form first.');
@@ -152,41 +188,45 @@ async function run(event) {
   }
   const button = $('run');
   button.disabled = true;
-  set_status(`Sending ${kib(body.length)} to POST /attend\u2026`);
-  const r = await post_attend(body);
+  if (!built.req) set_status(`Sending ${kib(built.text.length)} to POST /attend\u2026`);
+  const { r, refs } = await send(built);
   button.disabled = false;
+  document.body.dataset.refsSent = String(refs.length);
   if (!r.ok) {
     show_error(r.error);
     set_status(r.error.status ? `The service refused the request (HTTP ${r.error.status}).`
       : 'The request failed.');
     return;
   }
+  const fail = (message, field) => {
+    show_error({ status: r.status, code: 'bad_response', message, field });
+    set_status('The response could not be drawn.');
+  };
+  const layers = Array.isArray(r.json.layers) ? r.json.layers : null;
+  if (layers && !layers.length) return fail('the response has an empty layers array', '/layers');
   let att;
   try {
-    att = attention_of(r.json, top_k);
+    att = attention_of(layers ? layers[0] : r.json, built.top_k);
   } catch (e) {
-    show_error({ status: r.status, code: 'bad_response', message: e.message, field: '/attention' });
-    set_status('The response could not be drawn.');
-    return;
+    return fail(e.message, layers ? '/layers/0/attention' : '/attention');
   }
-  if (!att) {
-    show_error({ status: r.status, code: 'bad_response',
-      message: 'the response has no attention field', field: '/attention' });
-    set_status('The response could not be drawn.');
-    return;
-  }
-  state.cross = cross;
+  if (!att) return fail('the response has no attention field', layers ? '/layers/0/attention' : '/attention');
   state.text = r.text;
   state.resp = r.json;
-  state.att = att;
+  state.req = built.req ?? null;
+  state.top_k = built.top_k ?? false;
+  state.cross = built.cross ?? false;
+  state.layers = layers;
+  state.layer = 0;
   state.batch = 0;
-  state.query = null;
+  state.focus = null;
   state.line_heads = new Set(Array.from({ length: Math.min(att.heads, 12) }, (_, i) => i));
   $('export-json').disabled = false;
-  fill_batch_select();
   $('results').hidden = false;
   const t0 = performance.now();
   try {
+    select();
+    fill_selects();
     render();
   } catch (e) {
     // A response the page cannot draw is a bug here or there: say so.
@@ -199,388 +239,136 @@ async function run(event) {
     const t2 = performance.now();
     const meta = r.json.meta || {};
     const server = typeof meta.elapsed_ms === 'number' ? `, server compute ${meta.elapsed_ms.toFixed(1)} ms` : '';
-    set_status(`HTTP ${r.status}: ${kib(r.text.length)} in ${r.ms.toFixed(0)} ms${server}. ` +
-      `B = ${att.batch}, h = ${att.heads}, n = ${att.n}, m = ${att.m}. ` +
-      `Drew ${att.heads} maps in ${(t1 - t0).toFixed(0)} ms (${(t2 - t0).toFixed(0)} ms to the next frame).`);
+    const a = state.att;
+    const what = layers ? `${plural(layers.length, 'layer')} of ${plural(a.heads, 'head')}`
+      : plural(a.heads, 'map');
+    set_status(`HTTP ${r.status}: ${kib(r.text.length)} in ${r.ms.toFixed(0)} ms${server}` +
+      (refs.length ? `, ${plural(refs.length, 'tensor')} sent as refs` : '') + '. ' +
+      `B = ${a.batch}, h = ${a.heads}, n = ${a.n}, m = ${a.m}. ` +
+      `Drew ${what} in ${(t1 - t0).toFixed(0)} ms (${(t2 - t0).toFixed(0)} ms to the next frame).`);
     document.body.dataset.renderMs = (t1 - t0).toFixed(1);
     document.body.dataset.frameMs = (t2 - t0).toFixed(1);
   });
 }
 
-function fill_batch_select() {
+function fill_selects() {
   const sel = $('batch');
   sel.replaceChildren();
-  for (let b = 0; b < state.att.batch; b++) {
-    const o = document.createElement('option');
-    o.value = String(b);
-    o.textContent = `element ${b}`;
-    sel.append(o);
-  }
+  for (let b = 0; b < state.att.batch; b++) sel.append(new Option(`element ${b}`, String(b)));
   $('batch-field').hidden = !state.att.batched;
+  const ls = $('layer');
+  ls.replaceChildren();
+  for (let l = 0; l < (state.layers?.length ?? 0); l++) ls.append(new Option(`layer ${l}`, String(l)));
+  $('layer-field').hidden = !state.layers;
 }
 
-// The analysis object for the drawn batch element, or null.
-function analysis() {
-  const a = state.resp?.analysis;
-  if (a == null) return null;
-  if (Array.isArray(a)) return a[state.batch] ?? null;
-  return typeof a === 'object' ? a : null;
-}
-
-function select_batch(b) {
-  const { heads, n, m, values } = state.att;
+// The raw maps of layer l (or the only answer) for the drawn batch element.
+function layer_maps(l) {
+  const cur = state.layers ? state.layers[l] : state.resp;
+  const att = l === state.layer && state.att ? state.att : attention_of(cur, state.top_k);
+  const { heads, n, m, values } = att;
+  const b = Math.min(state.batch, att.batch - 1);
   const per = n * m;
-  state.maps = [];
-  for (let h = 0; h < heads; h++) {
-    const off = (b * heads + h) * per;
-    state.maps.push(values.subarray(off, off + per));
-  }
-  // Same array type as the maps, so the drawing loop stays monomorphic.
-  const mean = new values.constructor(per);
-  for (const w of state.maps) for (let k = 0; k < per; k++) mean[k] += w[k];
-  for (let k = 0; k < per; k++) mean[k] /= heads;
-  state.mean = mean;
-  state.rows = labels_of(state.resp.tokens, b, n);
-  const keys = state.resp.memory_tokens ?? (state.cross ? undefined : state.resp.tokens);
+  const maps = [];
+  for (let h = 0; h < heads; h++) maps.push(values.subarray((b * heads + h) * per, (b * heads + h + 1) * per));
+  const read = mask_reader(effective_request(state.req, state.layers ? l : null), att);
+  const hidden = maps.map((w, h) => (read ? read(b, h, w) : null));
+  return { att, maps, hidden, n, m };
+}
+
+// Derives what is drawn from the response, the layer and the batch element.
+function select() {
+  state.cur = state.layers ? state.layers[state.layer] : state.resp;
+  state.eff = effective_request(state.req, state.layers ? state.layer : null);
+  state.att = attention_of(state.cur, state.top_k);
+  if (!state.att) throw new Error(`layer ${state.layer} has no attention`);
+  if (state.batch >= state.att.batch) state.batch = 0;
+  const b = state.batch;
+  const { n, m } = state.att;
+  const lm = layer_maps(state.layer);
+  state.raw = lm.maps;
+  state.hidden = lm.hidden;
+  state.rows = labels_of(state.cur.tokens ?? state.resp.tokens, b, n);
+  const cross = state.cross || state.eff.memory != null;
+  const keys = state.cur.memory_tokens ?? (cross ? undefined : state.cur.tokens ?? state.resp.tokens);
   state.cols = labels_of(keys, b, m);
-  if (state.query === null || state.query >= n) {
+  state.scale = resolve_scale($('scale-mode').value, { uneven_rows: uneven_rows(state.eff), m });
+  state.raw_mean = mean_of(state.raw);
+  norm_maps();
+  if (!state.focus || state.focus.index >= (state.focus.kind === 'key' ? m : n)) {
     const it = state.rows.indexOf('it');
-    state.query = it >= 0 ? it : 0;
+    state.focus = { kind: 'query', index: it >= 0 ? it : 0 };
   }
 }
 
-// The colour scale's exponent: square root for the "sqrt" choice.
-function gamma_of() {
-  return $('scale-mode').value === 'sqrt' ? 0.5 : 1;
+function mean_of(maps) {
+  const per = maps[0]?.length ?? 0;
+  // Same array type as the maps, so the drawing loop stays monomorphic.
+  const mean = maps[0] ? new maps[0].constructor(per) : new Float64Array(0);
+  for (const w of maps) for (let k = 0; k < per; k++) mean[k] += w[k];
+  for (let k = 0; k < per; k++) mean[k] /= maps.length;
+  return mean;
 }
 
-function per_row() {
-  return $('scale-mode').value === 'row';
-}
-
-function vmax_of(w) {
-  if ($('scale-mode').value === 'unit' || per_row()) return 1;
-  let mx = 0;
-  for (let k = 0; k < w.length; k++) if (w[k] > mx) mx = w[k];
-  return mx > 0 ? mx : 1;
-}
-
-function kv_head_of(i) {
-  const meta = state.resp.meta || {};
-  const h = meta.num_heads ?? state.att.heads;
-  const g = meta.num_kv_heads ?? h;
-  return Math.floor(i / (h / g));
+// The norm-based maps of Kobayashi et al. 2020: weight x the norm of what
+// the key sends through the head (value_norms), as they are ('norm') or
+// with each row divided by its sum ('norm_row'). Without value_norms in
+// the answer only the raw weights exist.
+function norm_maps() {
+  const t = tensor_of(state.cur.value_norms);
+  const { heads, n, m } = state.att;
+  const vn = t && (t.shape.length === 3 ? slice_of(t, [state.batch]) : t);
+  const ok = vn && vn.shape.length === 2 && vn.shape[0] === heads && vn.shape[1] === m;
+  $('norm-field').hidden = !ok;
+  const kind = ok ? document.querySelector('input[name="weight-kind"]:checked')?.value ?? 'raw' : 'raw';
+  state.kind = kind;
+  state.norms = ok ? Array.from({ length: heads }, (_, h) => vn.values.subarray(h * m, (h + 1) * m)) : null;
+  if (kind === 'raw') {
+    state.maps = state.raw;
+    state.mean = state.raw_mean;
+    state.line_maps = state.raw;
+    return;
+  }
+  const scaled = state.raw.map((w, h) => {
+    const nv = state.norms[h];
+    const out = new Float64Array(n * m);
+    for (let i = 0; i < n; i++) for (let j = 0; j < m; j++) out[i * m + j] = w[i * m + j] * nv[j];
+    return out;
+  });
+  const renorm = scaled.map((w) => {
+    const out = new Float64Array(w.length);
+    for (let i = 0; i < n; i++) {
+      let s = 0;
+      for (let j = 0; j < m; j++) s += w[i * m + j];
+      for (let j = 0; j < m; j++) out[i * m + j] = s > 0 ? w[i * m + j] / s : 0;
+    }
+    return out;
+  });
+  state.maps = kind === 'norm' ? scaled : renorm;
+  state.mean = mean_of(state.maps);
+  state.line_maps = renorm;
 }
 
 function render() {
-  select_batch(state.batch);
-  const container = $('head-maps');
-  container.replaceChildren();
-  const an = analysis();
-  for (let i = 0; i < state.maps.length; i++) {
-    const figs = an && Array.isArray(an.heads) ? an.heads[i] : null;
-    container.append(head_card(i, figs));
-  }
-  $('legend-label').textContent = $('scale-mode').value === 'unit' ? 'Weight'
-    : per_row() ? 'Weight as a fraction of its row\'s maximum'
-      : 'Weight as a fraction of each map\'s maximum (given in its caption)';
-  draw_legend($('legend'), 1, gamma_of());
-
-  const mean_card = $('mean-card');
-  mean_card.replaceChildren(map_figure({
-    title: 'Mean over heads', values: state.mean, file: 'attention-mean.png',
-    describe: (i, j, w) => `mean \u00b7 query ${token(state.rows, i)} \u2192 key ${token(state.cols, j)} \u00b7 weight ${w.toFixed(4)}`,
-  }));
-
+  render_heads();
   draw_line_heads();
   redraw_lines();
-  draw_similarity(an);
+  render_model(layer_maps, pick_layer_head);
+  render_neuron();
 }
 
-function token(labels, i) {
-  return `\u201c${labels[i]}\u201d (${i})`;
+function pick_layer_head(l, h) {
+  state.layer = l;
+  $('layer').value = String(l);
+  select();
+  render();
+  open_zoom(`Layer ${l}, head ${h}`, state.maps[h], state.hidden[h], h, `attention-layer-${l}-head-${h}.png`);
 }
 
-// One map with its canvas, legend range, export button and optional
-// analysis figures. Per-head canvases carry data-head; others do not.
-function map_figure({ title, values, file, head, describe }) {
-  const fig = document.createElement('figure');
-  fig.className = 'map';
-  const cap = document.createElement('figcaption');
-  const vmax = vmax_of(values);
-  cap.textContent = per_row() ? `${title} \u00b7 each row 0 to its maximum`
-    : `${title} \u00b7 scale 0 to ${vmax === 1 ? '1' : vmax.toFixed(3)}`;
-  const canvas = document.createElement('canvas');
-  if (head !== undefined) canvas.dataset.head = String(head);
-  canvas.tabIndex = 0;
-  canvas.setAttribute('role', 'img');
-  canvas.setAttribute('aria-label', `${title}: attention weights, ${state.att.n} queries by ${state.att.m} keys. ` +
-    'Arrow keys read cells; Enter enlarges.');
-  draw_heatmap(canvas, { values, n: state.att.n, m: state.att.m, rows: state.rows,
-    cols: state.cols, vmax, gamma: gamma_of(), per_row: per_row() }, GRID_PLOT);
-  attach_hover(canvas, describe, () => open_zoom(title, values, describe, file));
-  const bar = document.createElement('div');
-  bar.className = 'map-actions';
-  const png = document.createElement('button');
-  png.type = 'button';
-  png.textContent = 'PNG';
-  png.setAttribute('aria-label', `Download ${title} as PNG`);
-  png.addEventListener('click', () => save_png(canvas, file));
-  const zoom = document.createElement('button');
-  zoom.type = 'button';
-  zoom.textContent = 'Enlarge';
-  zoom.setAttribute('aria-label', `Enlarge ${title}`);
-  zoom.addEventListener('click', () => open_zoom(title, values, describe, file));
-  bar.append(zoom, png);
-  fig.append(cap, canvas, bar);
-  return fig;
-}
-
-const FIGURES = [
-  ['pattern', 'pattern'], ['entropy', 'entropy (nats)'],
-  ['entropy_normalized', 'entropy / ln(keys)'], ['confidence', 'confidence'],
-  ['self', 'self'], ['prev', 'prev'], ['next', 'next'], ['first', 'first token'],
-  ['dominant_offset', 'dominant offset'],
-];
-
-function format_figure(v) {
-  if (typeof v === 'number') return Number.isInteger(v) ? String(v) : v.toFixed(3);
-  if (typeof v === 'string') return v;
-  return JSON.stringify(v);
-}
-
-function head_card(i, figs) {
-  const card = document.createElement('article');
-  card.className = 'card head-card';
-  card.style.setProperty('--head-colour', head_colour(i));
-  const g = kv_head_of(i);
-  const title = state.att.heads > 1 || state.resp.meta?.num_heads ? `Head ${i} (KV ${g})` : 'Map';
-  card.append(map_figure({
-    title, values: state.maps[i], file: `attention-head-${i}.png`, head: i,
-    describe: (q, k, w) => `head ${i} \u00b7 query ${token(state.rows, q)} \u2192 key ${token(state.cols, k)} \u00b7 weight ${w.toFixed(4)}`,
-  }));
-  if (figs && typeof figs === 'object') {
-    const dl = document.createElement('dl');
-    dl.className = 'figures';
-    dl.setAttribute('aria-label', `Head ${i} analysis`);
-    const known = new Set(FIGURES.map(([k]) => k));
-    const rows = FIGURES.filter(([k]) => figs[k] !== undefined)
-      .concat(Object.keys(figs).filter((k) => !known.has(k)).map((k) => [k, k]));
-    for (const [k, label] of rows) {
-      const dt = document.createElement('dt');
-      dt.textContent = label;
-      const dd = document.createElement('dd');
-      dd.textContent = format_figure(figs[k]);
-      dd.dataset.figure = k;
-      dl.append(dt, dd);
-    }
-    card.append(dl);
-  }
-  return card;
-}
-
-// -- hover, keyboard and tooltip -------------------------------------------------
-
-function show_tooltip(text, x, y) {
-  const tip = $('tooltip');
-  tip.textContent = text;
-  tip.hidden = false;
-  const pad = 14;
-  const r = tip.getBoundingClientRect();
-  let left = x + pad;
-  let top = y + pad;
-  if (left + r.width > window.innerWidth - 4) left = Math.max(4, x - pad - r.width);
-  if (top + r.height > window.innerHeight - 4) top = Math.max(4, y - pad - r.height);
-  tip.style.left = `${left}px`;
-  tip.style.top = `${top}px`;
-}
-
-function hide_tooltip() {
-  $('tooltip').hidden = true;
-}
-
-function attach_hover(canvas, describe, enlarge) {
-  const show_cell = (c, x, y) => {
-    const h = canvas.heatmap;
-    const w = h.map.values[c.i * h.map.m + c.j];
-    set_cursor(canvas, c);
-    show_tooltip(describe(c.i, c.j, w), x, y);
-    if (state.query !== c.i) {
-      state.query = c.i;
-      redraw_lines();
-    }
-  };
-  canvas.addEventListener('mousemove', (e) => {
-    const c = cell_at(canvas, e.clientX, e.clientY);
-    if (!c) {
-      set_cursor(canvas, null);
-      hide_tooltip();
-      return;
-    }
-    show_cell(c, e.clientX, e.clientY);
-  });
-  canvas.addEventListener('mouseleave', () => {
-    set_cursor(canvas, null);
-    hide_tooltip();
-  });
-  canvas.addEventListener('click', enlarge);
-  canvas.addEventListener('blur', () => {
-    set_cursor(canvas, null);
-    hide_tooltip();
-  });
-  canvas.addEventListener('keydown', (e) => {
-    const h = canvas.heatmap;
-    const cur = h.cursor ?? { i: 0, j: 0 };
-    const step = e.shiftKey ? 10 : 1;
-    let { i, j } = cur;
-    switch (e.key) {
-      case 'ArrowUp': i -= step; break;
-      case 'ArrowDown': i += step; break;
-      case 'ArrowLeft': j -= step; break;
-      case 'ArrowRight': j += step; break;
-      case 'Enter': case ' ': e.preventDefault(); enlarge(); return;
-      case 'Escape': set_cursor(canvas, null); hide_tooltip(); return;
-      default: return;
-    }
-    e.preventDefault();
-    i = Math.max(0, Math.min(h.map.n - 1, i));
-    j = Math.max(0, Math.min(h.map.m - 1, j));
-    const p = cell_centre(canvas, i, j);
-    show_cell({ i, j }, p.x, p.y);
-    $('cell-live').textContent = $('tooltip').textContent;
-  });
-}
-
-// -- zoom ---------------------------------------------------------------------
-
-function open_zoom(title, values, describe, file) {
-  const dlg = $('zoom');
-  $('zoom-title').textContent = title;
-  const body = $('zoom-body');
-  body.replaceChildren();
-  const canvas = document.createElement('canvas');
-  canvas.tabIndex = 0;
-  canvas.setAttribute('role', 'img');
-  canvas.setAttribute('aria-label', `${title}, enlarged. Arrow keys read cells.`);
-  canvas.dataset.view = 'zoom';
-  const side = Math.max(300, Math.min(window.innerWidth - 160, window.innerHeight - 200, 1000));
-  draw_heatmap(canvas, { values, n: state.att.n, m: state.att.m, rows: state.rows,
-    cols: state.cols, vmax: vmax_of(values), gamma: gamma_of(), per_row: per_row() }, side);
-  // Cells are whole pixels, so a long sequence may come out no larger than
-  // in the grid: scale the canvas up (pixelated) to the room there is.
-  if (canvas.width < side) canvas.style.width = `${side}px`;
-  attach_hover(canvas, describe, () => {});
-  const png = document.createElement('button');
-  png.type = 'button';
-  png.textContent = 'Download PNG';
-  png.addEventListener('click', () => save_png(canvas, file.replace('.png', '-large.png')));
-  body.append(canvas, png);
-  // A modal dialog sits in the top layer, above any z-index: the tooltip
-  // has to live inside it while it is open.
-  dlg.append($('tooltip'));
-  if (!dlg.open) dlg.showModal();
-  canvas.focus();
-}
-
-// -- token view ------------------------------------------------------------------
-
-function draw_line_heads() {
-  const box = $('line-heads');
-  box.querySelectorAll('label').forEach((l) => l.remove());
-  for (let i = 0; i < state.maps.length; i++) {
-    const label = document.createElement('label');
-    const cb = document.createElement('input');
-    cb.type = 'checkbox';
-    cb.checked = state.line_heads.has(i);
-    cb.addEventListener('change', () => {
-      if (cb.checked) state.line_heads.add(i); else state.line_heads.delete(i);
-      redraw_lines();
-    });
-    const sw = document.createElement('span');
-    sw.className = 'swatch';
-    sw.style.background = head_colour(i);
-    label.append(cb, sw, ` head ${i}`);
-    box.append(label);
-  }
-}
-
-function redraw_lines() {
+function redraw_all() {
   if (!state.att) return;
-  const heads = [...state.line_heads].filter((h) => h < state.maps.length).sort((a, b) => a - b);
-  draw_lines($('lines'), { rows: state.rows, cols: state.cols, n: state.att.n,
-    m: state.att.m, maps: state.maps, heads, query: state.query });
-  const q = state.query;
-  $('lines').setAttribute('aria-label', q === null ? 'Token view'
-    : `Token view: keys attended by query ${token(state.rows, q)} for heads ${heads.join(', ')}`);
-}
-
-function attach_lines() {
-  const canvas = $('lines');
-  canvas.addEventListener('mousemove', (e) => {
-    const i = row_at(canvas, e.clientX, e.clientY);
-    if (i !== null && i !== state.query) {
-      state.query = i;
-      redraw_lines();
-    }
-  });
-  canvas.addEventListener('keydown', (e) => {
-    if (!state.att || (e.key !== 'ArrowUp' && e.key !== 'ArrowDown')) return;
-    e.preventDefault();
-    const d = e.key === 'ArrowUp' ? -1 : 1;
-    state.query = Math.max(0, Math.min(state.att.n - 1, (state.query ?? 0) + d));
-    redraw_lines();
-  });
-}
-
-// -- similarity ------------------------------------------------------------------
-
-function draw_similarity(an) {
-  const sec = $('similarity-section');
-  const sim = an?.similarity;
-  const h = state.maps.length;
-  if (!Array.isArray(sim) || sim.length !== h || !sim.every((r) => Array.isArray(r) && r.length === h)) {
-    sec.hidden = true;
-    return;
-  }
-  const values = new Float64Array(h * h);
-  let mx = 0;
-  for (let i = 0; i < h; i++) for (let j = 0; j < h; j++) {
-    values[i * h + j] = Number(sim[i][j]);
-    mx = Math.max(mx, values[i * h + j]);
-  }
-  const labels = Array.from({ length: h }, (_, i) => `head ${i}`);
-  const canvas = document.createElement('canvas');
-  canvas.tabIndex = 0;
-  canvas.setAttribute('role', 'img');
-  canvas.setAttribute('aria-label', 'Head similarity: mean Jensen-Shannon divergence between heads');
-  draw_heatmap(canvas, { values, n: h, m: h, rows: labels, cols: labels, vmax: mx > 0 ? mx : 1 }, 300);
-  attach_hover(canvas, (i, j, w) => `head ${i} vs head ${j} \u00b7 divergence ${w.toFixed(4)}`, () => {});
-  const cap = document.createElement('p');
-  cap.className = 'hint';
-  cap.textContent = `0 = identical rows; scale 0 to ${mx.toFixed(3)} (ln 2 \u2248 0.693 is the maximum).` +
-    (an.skipped_rows ? ` ${an.skipped_rows} fully masked rows skipped.` : '');
-  $('similarity-card').replaceChildren(canvas, cap);
-  sec.hidden = false;
-}
-
-// -- exports -------------------------------------------------------------------
-
-function download(blob, name) {
-  const url = URL.createObjectURL(blob);
-  const a = document.createElement('a');
-  a.href = url;
-  a.download = name;
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 1000);
-}
-
-function save_png(canvas, name) {
-  canvas.toBlob((blob) => {
-    if (blob) download(blob, name);
-    else show_error({ status: 0, code: 'export', message: 'the browser could not encode the PNG', field: '' });
-  }, 'image/png');
+  select();
+  render();
 }
 
 // -- wiring --------------------------------------------------------------------
@@ -589,7 +377,8 @@ function init() {
   $('controls').addEventListener('submit', run);
   for (const el of document.querySelectorAll('input[name="source"]'))
     el.addEventListener('change', update_source);
-  for (const id of ['sentence', 'd-model', 'heads', 'kv-heads', 'padding', 'seed', 'repeat'])
+  for (const id of ['sentence', 'd-model', 'heads', 'kv-heads', 'padding', 'seed', 'repeat',
+    'layers', 'rope', 'rope-theta', 'alibi', 'window-left', 'softcap'])
     $(id).addEventListener('input', update_hint);
   $('reseed').addEventListener('click', () => {
     $('seed').value = String(Math.floor(Math.random() * 4294967296));
@@ -613,6 +402,8 @@ function init() {
     if (!f) return;
     try {
       $('request-json').value = await f.text();
+      $('source-json').checked = true;
+      update_source();
       set_status(`Loaded ${f.name} (${kib(f.size)}).`);
     } catch (e) {
       show_error({ status: 0, code: 'file', message: `could not read ${f.name}: ${e.message}`, field: '' });
@@ -623,18 +414,36 @@ function init() {
   });
   $('batch').addEventListener('change', () => {
     state.batch = Number($('batch').value);
-    render();
+    redraw_all();
   });
-  $('scale-mode').addEventListener('change', () => { if (state.att) render(); });
+  $('layer').addEventListener('change', () => {
+    state.layer = Number($('layer').value);
+    redraw_all();
+  });
+  $('scale-mode').addEventListener('change', redraw_all);
+  for (const el of document.querySelectorAll('input[name="weight-kind"]'))
+    el.addEventListener('change', redraw_all);
+  $('links').addEventListener('input', () => redraw_lines());
+  for (const id of ['neuron-query', 'neuron-key', 'neuron-sort'])
+    $(id).addEventListener('change', () => { if (state.att) render_neuron(); });
   $('zoom-close').addEventListener('click', () => $('zoom').close());
   $('zoom').addEventListener('close', () => {
     hide_tooltip();
     document.body.append($('tooltip'));
   });
+  // Maps take their card's width: draw again when the page's width changes.
+  let last_w = $('results').clientWidth;
+  let timer = 0;
+  new ResizeObserver(() => {
+    const w = $('results').clientWidth;
+    if (!state.att || Math.abs(w - last_w) < 8) return;
+    last_w = w;
+    clearTimeout(timer);
+    timer = setTimeout(() => render(), 150);
+  }).observe($('results'));
   attach_lines();
   update_source();
   update_hint();
-  draw_legend($('legend'), 1);
 }
 
 init();

@@ -68,6 +68,16 @@ export function check_params(p) {
   if (p.d_model < p.heads)
     return `d_model (${p.d_model}) must be at least the number of heads (${p.heads}) so d_k >= 1`;
   if (tokenize(p.sentence).length === 0) return 'the sentence has no tokens';
+  if (p.rope) {
+    if (!(p.rope_theta > 0)) return 'RoPE theta must be a number > 0';
+    if (Math.floor(p.d_model / p.heads) < 2) return 'RoPE needs d_k = d_model / heads of at least 2';
+  }
+  if (p.window_left !== null && (!Number.isInteger(p.window_left) || p.window_left < 0))
+    return 'the window\'s left reach must be an integer >= 0 (empty: no window)';
+  if (p.softcap !== null && !(p.softcap > 0))
+    return 'softcap must be a number > 0 (empty: none)';
+  if (!Number.isInteger(p.layers ?? 1) || (p.layers ?? 1) < 1 || (p.layers ?? 1) > 48)
+    return 'layers must be an integer from 1 to 48';
   return null;
 }
 
@@ -103,25 +113,42 @@ export function generate_request(p) {
     return e + 0.7 * pos;
   });
 
-  const rand = mulberry32(p.seed ^ 0x9e3779b9);
-  const sd = 1 / Math.sqrt(d);
-  const gains = [];
-  for (let i = 0; i < h; i++) gains.push(0.6 + 3 * rand());
-  const w_q = matrix(d, h * dk, (_, c) => gaussian(rand) * sd *
-    gains[Math.floor(c / dk)]);
-  const w_k = matrix(d, g * dk, () => gaussian(rand) * sd);
-  const w_v = matrix(d, g * dk, () => gaussian(rand) * sd);
+  // Layer 0's weights come from the seed alone (as before layers existed),
+  // layer l's from the seed and l.
+  const weights = (l) => {
+    const rand = mulberry32((p.seed ^ 0x9e3779b9 ^ Math.imul(l, 0x85ebca6b)) >>> 0);
+    const sd = 1 / Math.sqrt(d);
+    const gains = [];
+    for (let i = 0; i < h; i++) gains.push(0.6 + 3 * rand());
+    const w_q = matrix(d, h * dk, (_, c) => gaussian(rand) * sd *
+      gains[Math.floor(c / dk)]);
+    const w_k = matrix(d, g * dk, () => gaussian(rand) * sd);
+    const w_v = matrix(d, g * dk, () => gaussian(rand) * sd);
+    return { w_q, w_k, w_v };
+  };
 
   const req = {
-    x, w_q, w_k, w_v,
+    x,
     num_heads: h,
     num_kv_heads: g,
     mask: p.mask,
     tokens,
     return_weights: 'per_head',
   };
+  const layers = p.layers ?? 1;
+  if (layers > 1) req.layers = Array.from({ length: layers }, (_, l) => weights(l));
+  else Object.assign(req, weights(0));
   if (p.padding > 0)
     req.key_padding_mask = tokens.map((_, i) => i >= n - p.padding);
+  // The rules of model families (contract v2). x and the weights stay the
+  // same, so one sentence can be compared with and without each rule.
+  if (p.rope) {
+    req.rope = { theta: p.rope_theta };
+    if (dk % 2 === 1) req.rope.dim = dk - 1;
+  }
+  if (p.alibi) req.alibi = true;
+  if (p.window_left !== null) req.window = { left: p.window_left };
+  if (p.softcap !== null) req.softcap = p.softcap;
   return req;
 }
 
@@ -144,6 +171,12 @@ export function to_tensor(nested) {
 // The request with its matrices as base64 tensors and base64 responses.
 export function as_base64(req) {
   const out = { ...req, encoding: 'base64' };
-  for (const k of ['x', 'w_q', 'w_k', 'w_v']) out[k] = to_tensor(req[k]);
+  const conv = (o) => {
+    const c = { ...o };
+    for (const k of ['x', 'w_q', 'w_k', 'w_v']) if (Array.isArray(c[k])) c[k] = to_tensor(c[k]);
+    return c;
+  };
+  Object.assign(out, conv(req));
+  if (Array.isArray(req.layers)) out.layers = req.layers.map(conv);
   return out;
 }

@@ -1,0 +1,423 @@
+// views.js: the per-head maps with their analysis figures, the mean map,
+// the head-similarity matrix, the enlarged map, the token view, tooltips
+// and PNG export. They draw what state.js holds.
+
+import { $, state, token, room_of, KIND_LABELS } from './state.js';
+import { draw_heatmap, draw_legend, cell_at, cell_centre, set_cursor } from './heatmap.js';
+import { draw_lines, focus_at, head_colour } from './lines.js';
+import { scale_name } from './scale.js';
+
+// A head is labelled `focused` only when its typical row puts at least this
+// much weight on one key (the analysis's `confidence`, the mean of each
+// row's largest weight); a head the service calls focused below it is shown
+// as `mixed`. The service calls a head focused when no positional figure
+// (first, prev, next, self) reaches 0.5 and entropy_normalized < 0.75.
+export const FOCUSED_MIN_CONFIDENCE = 0.5;
+
+export function pattern_label(figs) {
+  const p = figs?.pattern;
+  if (p === 'focused' && !(Number(figs.confidence) >= FOCUSED_MIN_CONFIDENCE)) return 'mixed';
+  return p;
+}
+
+// Top of the colour scale for a map: 1 on the unit scale for raw weights,
+// otherwise the map's maximum.
+export function vmax_of(w) {
+  if (state.scale.unit && state.kind === 'raw') return 1;
+  let mx = 0;
+  for (let k = 0; k < w.length; k++) if (w[k] > mx) mx = w[k];
+  return mx > 0 ? mx : 1;
+}
+
+// Tooltip text of cell (i, j) of head h (null: the mean over heads).
+function describe(h, i, j) {
+  const m = state.att.m;
+  const k = i * m + j;
+  const who = h === null ? 'mean' : state.att.heads > 1 ? `head ${h}` : 'map';
+  const parts = [`${who} \u00b7 query ${token(state.rows, i)} \u2192 key ${token(state.cols, j)}`];
+  const raw = h === null ? state.raw_mean[k] : state.raw[h][k];
+  if (state.kind === 'raw') {
+    parts.push(`weight ${raw.toFixed(4)}`);
+  } else {
+    const shown = h === null ? state.mean[k] : state.maps[h][k];
+    parts.push(`${KIND_LABELS[state.kind]} ${shown.toFixed(4)}`, `weight ${raw.toFixed(4)}`);
+    if (h !== null) parts.push(`\u2016f(x)\u2016 ${Number(state.norms[h][j]).toFixed(3)}`);
+  }
+  const masked = h === null ? state.hidden.length > 0 && state.hidden.every((x) => x && x[k])
+    : state.hidden[h]?.[k];
+  if (masked) parts.push('masked');
+  return parts.join(' \u00b7 ');
+}
+
+function map_data(values, hidden) {
+  return { values, n: state.att.n, m: state.att.m, rows: state.rows, cols: state.cols,
+    vmax: vmax_of(values), scale: state.scale, hidden };
+}
+
+// A mask shared by every head (all heads hide the same cells), for the mean.
+function mean_hidden() {
+  const hs = state.hidden;
+  if (!hs.length || hs.some((x) => !x)) return null;
+  const out = new Uint8Array(hs[0].length);
+  for (let k = 0; k < out.length; k++) out[k] = hs.every((x) => x[k]) ? 1 : 0;
+  return out;
+}
+
+// One map with its canvas, scale caption and buttons; drawn after it is in
+// the document so it can take its container's width. Per-head canvases
+// carry data-head; others do not.
+function map_figure(parent, { title, values, hidden, file, head }, before = null) {
+  const fig = document.createElement('figure');
+  fig.className = 'map';
+  const cap = document.createElement('figcaption');
+  const vmax = vmax_of(values);
+  cap.textContent = state.scale.per_row ? `${title} \u00b7 each row 0 to its maximum`
+    : `${title} \u00b7 scale 0 to ${vmax === 1 ? '1' : vmax.toFixed(3)}`;
+  const canvas = document.createElement('canvas');
+  if (head !== undefined) canvas.dataset.head = String(head);
+  canvas.dataset.scale = scale_name(state.scale);
+  canvas.dataset.kind = state.kind;
+  canvas.tabIndex = 0;
+  canvas.setAttribute('role', 'img');
+  canvas.setAttribute('aria-label', `${title}: attention ${KIND_LABELS[state.kind]}, ${state.att.n} queries by ${state.att.m} keys. ` +
+    'Arrow keys read cells; Enter enlarges.');
+  const h = head ?? null;
+  const enlarge = () => open_zoom(title, values, hidden, h, file);
+  const bar = document.createElement('div');
+  bar.className = 'map-actions';
+  const zoom = button('Enlarge', `Enlarge ${title}`, enlarge);
+  const png = button('PNG', `Download ${title} as PNG`, () => save_png(canvas, file));
+  bar.append(zoom, png);
+  fig.append(cap, canvas, bar);
+  parent.insertBefore(fig, before);
+  draw_heatmap(canvas, map_data(values, hidden),
+    { width: room_of(fig), height: Math.max(240, Math.min(window.innerHeight * 0.8, 900)), max_cell: 40 });
+  attach_hover(canvas, (i, j) => describe(h, i, j), enlarge);
+  return fig;
+}
+
+function button(text, label, on_click) {
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.textContent = text;
+  b.setAttribute('aria-label', label);
+  b.addEventListener('click', on_click);
+  return b;
+}
+
+const FIGURES = [
+  ['pattern', 'pattern'], ['entropy', 'entropy (nats)'],
+  ['entropy_normalized', 'entropy / ln(keys)'], ['confidence', 'confidence'],
+  ['self', 'self'], ['prev', 'prev'], ['next', 'next'], ['first', 'first token'],
+  ['dominant_offset', 'dominant offset'],
+];
+
+function format_figure(v) {
+  if (typeof v === 'number') return Number.isInteger(v) ? String(v) : v.toFixed(3);
+  if (typeof v === 'string') return v;
+  return JSON.stringify(v);
+}
+
+function head_card(container, i, figs) {
+  const card = document.createElement('article');
+  card.className = 'card head-card';
+  card.style.setProperty('--head-colour', head_colour(i));
+  container.append(card);
+  const title = state.att.heads > 1 ? `Head ${i} (KV ${kv_head_of(i)})` : 'Map';
+  // The figures first, so the map measures the room they leave.
+  let dl = null;
+  if (figs && typeof figs === 'object') {
+    dl = document.createElement('dl');
+    dl.className = 'figures';
+    dl.setAttribute('aria-label', `Head ${i} analysis`);
+    const known = new Set(FIGURES.map(([k]) => k));
+    const rows = FIGURES.filter(([k]) => figs[k] !== undefined)
+      .concat(Object.keys(figs).filter((k) => !known.has(k)).map((k) => [k, k]));
+    for (const [k, label] of rows) {
+      const dt = document.createElement('dt');
+      dt.textContent = label;
+      const dd = document.createElement('dd');
+      dd.dataset.figure = k;
+      if (k === 'pattern') {
+        dd.textContent = pattern_label(figs);
+        dd.dataset.servicePattern = String(figs.pattern);
+        if (dd.textContent !== figs.pattern)
+          dd.title = `The service says ${figs.pattern}; its confidence ${format_figure(figs.confidence)} is below ${FOCUSED_MIN_CONFIDENCE}`;
+      } else {
+        dd.textContent = format_figure(figs[k]);
+      }
+      dl.append(dt, dd);
+    }
+    card.append(dl);
+  }
+  return map_figure(card, { title, values: state.maps[i], hidden: state.hidden[i],
+    file: `attention-head-${i}.png`, head: i }, dl);
+}
+
+export function kv_head_of(i) {
+  const meta = state.cur?.meta || {};
+  const h = meta.num_heads ?? state.att.heads;
+  const g = meta.num_kv_heads ?? h;
+  return Math.floor(i / Math.max(1, h / g));
+}
+
+// The analysis object for the drawn batch element, or null.
+export function analysis() {
+  const a = state.cur?.analysis;
+  if (a == null) return null;
+  if (Array.isArray(a)) return a[state.batch] ?? null;
+  return typeof a === 'object' ? a : null;
+}
+
+export function render_heads() {
+  const container = $('head-maps');
+  container.replaceChildren();
+  const an = analysis();
+  for (let i = 0; i < state.maps.length; i++)
+    head_card(container, i, an && Array.isArray(an.heads) ? an.heads[i] : null);
+  $('legend-label').textContent = state.kind === 'raw' ? state.scale.text
+    : `${state.scale.text} (of ${KIND_LABELS[state.kind]})`;
+  $('legend').dataset.scale = scale_name(state.scale);
+  draw_legend($('legend'), 1, state.scale);
+
+  const mean_card = $('mean-card');
+  mean_card.replaceChildren();
+  map_figure(mean_card, { title: 'Mean over heads', values: state.mean, hidden: mean_hidden(),
+    file: 'attention-mean.png' });
+  $('mean-section').hidden = state.maps.length < 2;
+  draw_similarity(an);
+}
+
+// -- hover, keyboard and tooltip -------------------------------------------------
+
+function show_tooltip(text, x, y) {
+  const tip = $('tooltip');
+  tip.textContent = text;
+  tip.hidden = false;
+  const pad = 14;
+  const r = tip.getBoundingClientRect();
+  let left = x + pad;
+  let top = y + pad;
+  if (left + r.width > window.innerWidth - 4) left = Math.max(4, x - pad - r.width);
+  if (top + r.height > window.innerHeight - 4) top = Math.max(4, y - pad - r.height);
+  tip.style.left = `${left}px`;
+  tip.style.top = `${top}px`;
+}
+
+export function hide_tooltip() {
+  $('tooltip').hidden = true;
+}
+
+// describe(i, j) gives the tooltip; on_cell(i, j) is told of every cell
+// hovered (the token view follows the query row of attention maps).
+export function attach_hover(canvas, describe_cell, enlarge, on_cell = follow_query) {
+  const show_cell = (c, x, y) => {
+    set_cursor(canvas, c);
+    show_tooltip(describe_cell(c.i, c.j), x, y);
+    on_cell?.(c.i, c.j);
+  };
+  canvas.addEventListener('mousemove', (e) => {
+    const c = cell_at(canvas, e.clientX, e.clientY);
+    if (!c) {
+      set_cursor(canvas, null);
+      hide_tooltip();
+      return;
+    }
+    show_cell(c, e.clientX, e.clientY);
+  });
+  canvas.addEventListener('mouseleave', () => {
+    set_cursor(canvas, null);
+    hide_tooltip();
+  });
+  canvas.addEventListener('click', enlarge);
+  canvas.addEventListener('blur', () => {
+    set_cursor(canvas, null);
+    hide_tooltip();
+  });
+  canvas.addEventListener('keydown', (e) => {
+    const h = canvas.heatmap;
+    const cur = h.cursor ?? { i: 0, j: 0 };
+    const step = e.shiftKey ? 10 : 1;
+    let { i, j } = cur;
+    switch (e.key) {
+      case 'ArrowUp': i -= step; break;
+      case 'ArrowDown': i += step; break;
+      case 'ArrowLeft': j -= step; break;
+      case 'ArrowRight': j += step; break;
+      case 'Enter': case ' ': e.preventDefault(); enlarge(); return;
+      case 'Escape': set_cursor(canvas, null); hide_tooltip(); return;
+      default: return;
+    }
+    e.preventDefault();
+    i = Math.max(0, Math.min(h.map.n - 1, i));
+    j = Math.max(0, Math.min(h.map.m - 1, j));
+    const p = cell_centre(canvas, i, j);
+    show_cell({ i, j }, p.x, p.y);
+    $('cell-live').textContent = $('tooltip').textContent;
+  });
+}
+
+function follow_query(i) {
+  if (state.focus?.kind === 'query' && state.focus.index === i) return;
+  state.focus = { kind: 'query', index: i };
+  redraw_lines(true);
+}
+
+// -- zoom ---------------------------------------------------------------------
+
+export function open_zoom(title, values, hidden, head, file) {
+  const dlg = $('zoom');
+  $('zoom-title').textContent = title;
+  dlg.dataset.layer = state.layers ? String(state.layer) : '';
+  dlg.dataset.head = head === null ? '' : String(head);
+  const body = $('zoom-body');
+  body.replaceChildren();
+  const canvas = document.createElement('canvas');
+  canvas.tabIndex = 0;
+  canvas.setAttribute('role', 'img');
+  canvas.setAttribute('aria-label', `${title}, enlarged. Arrow keys read cells.`);
+  canvas.dataset.view = 'zoom';
+  const png = button('Download PNG', `Download ${title} as PNG`,
+    () => save_png(canvas, file.replace('.png', '-large.png')));
+  body.append(canvas, png);
+  // A modal dialog sits in the top layer, above any z-index: the tooltip
+  // has to live inside it while it is open.
+  dlg.append($('tooltip'));
+  if (!dlg.open) dlg.showModal();
+  const width = Math.max(300, Math.min(window.innerWidth - 120, 1100));
+  draw_heatmap(canvas, map_data(values, hidden),
+    { width, height: Math.max(300, window.innerHeight - 190), max_cell: 48 });
+  attach_hover(canvas, (i, j) => describe(head, i, j), () => {});
+  canvas.focus();
+}
+
+// -- token view ------------------------------------------------------------------
+
+export function draw_line_heads() {
+  const box = $('line-heads');
+  box.querySelectorAll('label').forEach((l) => l.remove());
+  for (let i = 0; i < state.maps.length; i++) {
+    const label = document.createElement('label');
+    const cb = document.createElement('input');
+    cb.type = 'checkbox';
+    cb.checked = state.line_heads.has(i);
+    cb.dataset.head = String(i);
+    cb.addEventListener('change', () => {
+      if (cb.checked) state.line_heads.add(i); else state.line_heads.delete(i);
+      redraw_lines();
+    });
+    const sw = document.createElement('span');
+    sw.className = 'swatch';
+    sw.style.background = head_colour(i);
+    label.append(cb, sw, ` head ${i}`);
+    box.append(label);
+  }
+}
+
+// The token view's maps: weights, or in the norm-based modes the
+// row-renormalised norm-based weights (so lines keep opacity = share).
+function line_maps() {
+  return state.kind === 'raw' ? state.maps : state.line_maps;
+}
+
+export function redraw_lines(scroll = false) {
+  if (!state.att) return;
+  const canvas = $('lines');
+  const heads = [...state.line_heads].filter((h) => h < state.maps.length).sort((a, b) => a - b);
+  const links = Math.max(1, Number($('links').value) || 6);
+  draw_lines(canvas, { rows: state.rows, cols: state.cols, n: state.att.n, m: state.att.m,
+    maps: line_maps(), heads, focus: state.focus, links, width: room_of($('lines-wrap'), 420) - 2 });
+  const f = state.focus;
+  canvas.setAttribute('aria-label', !f ? 'Token view'
+    : f.kind === 'query' ? `Token view: the keys query ${token(state.rows, f.index)} attends most, heads ${heads.join(', ')}`
+      : `Token view: the queries that attend most to key ${token(state.cols, f.index)}, heads ${heads.join(', ')}`);
+  // Keep the focused row in sight when a map drives the view.
+  if (scroll && f) {
+    const wrap = $('lines-wrap');
+    const y = canvas.lines.top + (f.index + 0.5) * canvas.lines.row_h;
+    if (y < wrap.scrollTop || y > wrap.scrollTop + wrap.clientHeight)
+      wrap.scrollTop = Math.max(0, y - wrap.clientHeight / 2);
+  }
+}
+
+export function attach_lines() {
+  const canvas = $('lines');
+  canvas.addEventListener('mousemove', (e) => {
+    const f = focus_at(canvas, e.clientX, e.clientY);
+    if (f && (f.kind !== state.focus?.kind || f.index !== state.focus?.index)) {
+      state.focus = f;
+      redraw_lines();
+    }
+  });
+  canvas.addEventListener('keydown', (e) => {
+    if (!state.att) return;
+    const f = state.focus ?? { kind: 'query', index: 0 };
+    const count = f.kind === 'query' ? state.att.n : state.att.m;
+    let { kind, index } = f;
+    switch (e.key) {
+      case 'ArrowUp': index--; break;
+      case 'ArrowDown': index++; break;
+      case 'ArrowLeft': kind = 'query'; break;
+      case 'ArrowRight': kind = state.att.m > 0 ? 'key' : kind; break;
+      default: return;
+    }
+    e.preventDefault();
+    const limit = (kind === 'query' ? state.att.n : state.att.m) - 1;
+    state.focus = { kind, index: Math.max(0, Math.min(limit, kind === f.kind ? index : Math.min(index, count - 1))) };
+    redraw_lines(true);
+  });
+}
+
+// -- similarity ------------------------------------------------------------------
+
+function draw_similarity(an) {
+  const sec = $('similarity-section');
+  const sim = an?.similarity;
+  const h = state.maps.length;
+  // One head has nothing to compare with.
+  if (h < 2 || !Array.isArray(sim) || sim.length !== h || !sim.every((r) => Array.isArray(r) && r.length === h)) {
+    sec.hidden = true;
+    return;
+  }
+  sec.hidden = false;
+  const values = new Float64Array(h * h);
+  let mx = 0;
+  for (let i = 0; i < h; i++) for (let j = 0; j < h; j++) {
+    values[i * h + j] = Number(sim[i][j]);
+    mx = Math.max(mx, values[i * h + j]);
+  }
+  const labels = Array.from({ length: h }, (_, i) => `head ${i}`);
+  const canvas = document.createElement('canvas');
+  canvas.tabIndex = 0;
+  canvas.setAttribute('role', 'img');
+  canvas.setAttribute('aria-label', 'Head similarity: mean Jensen-Shannon divergence between heads');
+  const cap = document.createElement('p');
+  cap.className = 'hint';
+  cap.textContent = `0 = identical rows; scale 0 to ${mx.toFixed(3)} (ln 2 \u2248 0.693 is the maximum).` +
+    (an.skipped_rows ? ` ${an.skipped_rows} fully masked rows skipped.` : '');
+  const card = $('similarity-card');
+  card.replaceChildren(canvas, cap);
+  draw_heatmap(canvas, { values, n: h, m: h, rows: labels, cols: labels, vmax: mx > 0 ? mx : 1,
+    scale: { kind: 'linear' } }, { width: Math.min(room_of(card), 420), height: 420 });
+  attach_hover(canvas, (i, j) => `head ${i} vs head ${j} \u00b7 divergence ${values[i * h + j].toFixed(4)}`,
+    () => {}, null);
+}
+
+// -- exports -------------------------------------------------------------------
+
+export function download(blob, name) {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+export function save_png(canvas, name) {
+  canvas.toBlob((blob) => {
+    if (blob) download(blob, name);
+  }, 'image/png');
+}
