@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""check_docs.py: the docs agree with the binary and with the tree (python3
+stdlib only).
+
+- Options: the table under "## Options" in docs/operations.md lists exactly
+  the options `attnd --help` prints, each with the same environment variable
+  and the same default (the first `code` span of the default cell, or its
+  first word). Rows are `| `--name` | `ATTND_NAME` | `default` | meaning |`;
+  an option without a variable leaves both cells empty.
+- Metrics: every metric a running attnd exposes on /metrics (names from its
+  `# TYPE` lines, started on a free loopback port) is a row of the table under
+  "## Metrics" in docs/operations.md, with the same type. Rows the server does
+  not expose are reported, not failed: features document their metrics as
+  they land.
+- Links: every relative link and image in README.md and docs/*.md (outside
+  code) points to a file that exists, and a `#fragment` into a Markdown file
+  to one of its headings.
+
+Usage: check_docs.py [--attnd build/attnd] [--root .]
+Exit status 0 when everything agrees, 1 otherwise (every problem is listed).
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "robust"))
+from attnd_proc import Attnd  # noqa: E402
+
+problems = []
+
+
+def problem(msg):
+    problems.append(msg)
+    print("  FAIL " + msg)
+
+
+def ok(msg):
+    print("  ok   " + msg)
+
+
+# -- the binary ----------------------------------------------------------------
+
+def help_options(binary):
+    """{"--name": (env or "", default or "")} from `attnd --help`. An option
+    line starts with two spaces and --name; the line after it may read
+    `env NAME, default VALUE`."""
+    out = subprocess.run([binary, "--help"], capture_output=True, text=True,
+                         timeout=30)
+    if out.returncode != 0:
+        raise SystemExit("%s --help exited %d: %s" %
+                         (binary, out.returncode, out.stderr))
+    opts, last = {}, None
+    for line in out.stdout.splitlines():
+        m = re.match(r"^\s{1,8}(--[a-z0-9][a-z0-9-]*)\b", line)
+        if m:
+            last = m.group(1)
+            opts[last] = ("", "")
+            continue
+        m = re.match(r"^\s+env ([A-Z][A-Z0-9_]*)(?:, default (.*))?$", line)
+        if m and last:
+            opts[last] = (m.group(1), (m.group(2) or "").strip())
+            last = None
+    if not opts:
+        raise SystemExit("no options found in %s --help:\n%s" %
+                         (binary, out.stdout))
+    return opts
+
+
+def exposed_metrics(binary):
+    """{name: type} from the `# TYPE` lines of a fresh attnd's /metrics."""
+    srv = Attnd(binary, args=["--quiet"])
+    try:
+        url = "http://127.0.0.1:%d/metrics" % srv.port
+        with urllib.request.urlopen(url, timeout=30) as r:
+            text = r.read().decode("utf-8")
+    finally:
+        rc = srv.stop()
+        if rc != 0:
+            problem("attnd exited %r after SIGTERM: %s" % (rc, srv.log_tail()))
+    types = {}
+    for line in text.splitlines():
+        m = re.match(r"^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (\w+)", line)
+        if m:
+            types[m.group(1)] = m.group(2)
+    if not types:
+        problem("/metrics has no # TYPE line:\n" + text[:500])
+    return types
+
+
+# -- the documents ---------------------------------------------------------------
+
+def strip_code_blocks(text):
+    """The text with fenced code blocks blanked (line count kept)."""
+    out, fence = [], None
+    for line in text.split("\n"):
+        m = re.match(r"^\s*(```+|~~~+)", line)
+        if fence:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = None
+            out.append("")
+        elif m:
+            fence = m.group(1)
+            out.append("")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def section_table(path, heading):
+    """Rows (lists of cells) of the first table under `## heading` in path."""
+    text = strip_code_blocks(open(path, encoding="utf-8").read())
+    rows, inside, in_table = [], False, False
+    for line in text.split("\n"):
+        if re.match(r"^#{1,6} ", line):
+            if inside:
+                break
+            inside = line.lstrip("#").strip().lower() == heading.lower()
+            continue
+        if not inside:
+            continue
+        if line.startswith("|"):
+            in_table = True
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if all(re.fullmatch(r":?-+:?", c) for c in cells if c):
+                continue  # the separator row
+            rows.append(cells)
+        elif in_table:
+            break
+    return rows[1:] if rows else []  # without the header row
+
+
+def unquote(cell):
+    """The first `code` span of a cell, or else its first word."""
+    m = re.search(r"`([^`]*)`", cell)
+    if m:
+        return m.group(1).strip()
+    return cell.split()[0] if cell.split() else ""
+
+
+def check_options(binary, ops):
+    have = help_options(binary)
+    rows = section_table(ops, "Options")
+    if not rows:
+        problem("%s: no table under '## Options'" % ops)
+        return
+    doc = {}
+    for cells in rows:
+        if len(cells) < 4:
+            problem("%s options: a row with %d cells, want 4: %s" %
+                    (ops, len(cells), " | ".join(cells)))
+            continue
+        name = unquote(cells[0])
+        if not name.startswith("--"):
+            problem("%s options: first cell %r is not an --option" %
+                    (ops, cells[0]))
+            continue
+        if name in doc:
+            problem("%s options: %s has two rows" % (ops, name))
+        doc[name] = (unquote(cells[1]), unquote(cells[2]), cells[3])
+    for name, (env, default) in have.items():
+        if name not in doc:
+            problem("option %s (env %s, default %s) is missing from the "
+                    "options table of %s" % (name, env or "none",
+                                             default or "none", ops))
+            continue
+        denv, ddef, meaning = doc[name]
+        if denv != env:
+            problem("option %s: attnd --help says variable %r, %s says %r" %
+                    (name, env, ops, denv))
+        if default and ddef != default:
+            problem("option %s: attnd --help says default %r, %s says %r" %
+                    (name, default, ops, ddef))
+        if not meaning:
+            problem("option %s: no meaning in %s" % (name, ops))
+    for name in doc:
+        if name not in have:
+            problem("%s lists option %s, which attnd --help does not print" %
+                    (ops, name))
+    ok("options: %d in attnd --help, %d rows in %s" %
+       (len(have), len(doc), os.path.relpath(ops)))
+
+
+def check_metrics(binary, ops):
+    exposed = exposed_metrics(binary)
+    rows = section_table(ops, "Metrics")
+    if not rows:
+        problem("%s: no table under '## Metrics'" % ops)
+        return
+    doc = {}
+    for cells in rows:
+        name = re.sub(r"\{.*", "", unquote(cells[0]))
+        doc[name] = unquote(cells[1]) if len(cells) > 1 else ""
+    for name, typ in sorted(exposed.items()):
+        if name not in doc:
+            problem("metric %s (%s) is exposed on /metrics but missing from "
+                    "the metrics table of %s" % (name, typ, ops))
+        elif doc[name] != typ:
+            problem("metric %s: /metrics says %s, %s says %s" %
+                    (name, typ, ops, doc[name]))
+    ahead = sorted(set(doc) - set(exposed))
+    ok("metrics: %d exposed, all in the table%s" %
+       (len(exposed), "; documented, not exposed by this build: " +
+        ", ".join(ahead) if ahead else ""))
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    h = re.sub(r"[`*_]|<[^>]*>", "", heading.strip().lower())
+    h = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", h)
+    h = re.sub(r"[^\w\- ]", "", h)
+    return h.replace(" ", "-")
+
+
+def anchors(path):
+    seen, out = {}, set()
+    text = strip_code_blocks(open(path, encoding="utf-8").read())
+    for line in text.split("\n"):
+        m = re.match(r"^#{1,6} (.*)", line)
+        if m:
+            s = slug(m.group(1))
+            n = seen.get(s, 0)
+            seen[s] = n + 1
+            out.add(s if n == 0 else "%s-%d" % (s, n))
+    return out
+
+
+def check_links(root):
+    docs = [os.path.join(root, "README.md")]
+    ddir = os.path.join(root, "docs")
+    docs += sorted(os.path.join(ddir, f) for f in os.listdir(ddir)
+                   if f.endswith(".md"))
+    count = 0
+    for path in docs:
+        if not os.path.exists(path):
+            problem("%s does not exist" % path)
+            continue
+        text = strip_code_blocks(open(path, encoding="utf-8").read())
+        text = re.sub(r"`[^`\n]*`", "", text)  # inline code is not a link
+        targets = re.findall(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", text)
+        targets += re.findall(r"^\s*\[[^\]]+\]:\s*(\S+)", text, re.M)
+        targets += re.findall(r"<(?:img|a)\s[^>]*(?:src|href)=\"([^\"]+)\"", text)
+        for t in targets:
+            if re.match(r"^[a-z][a-z0-9+.-]*:", t, re.I):
+                continue  # http:, https:, mailto:
+            count += 1
+            file_part, _, frag = t.partition("#")
+            target = (os.path.normpath(os.path.join(os.path.dirname(path), file_part))
+                      if file_part else path)
+            where = os.path.relpath(path, root)
+            if not os.path.exists(target):
+                problem("%s links to %s, which does not exist" % (where, t))
+            elif frag and target.endswith(".md") and frag not in anchors(target):
+                problem("%s links to %s: no heading #%s in %s" %
+                        (where, t, frag, os.path.relpath(target, root)))
+    ok("links: %d relative links in %d files" % (count, len(docs)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--attnd", default="build/attnd")
+    ap.add_argument("--root", default=os.path.normpath(os.path.join(HERE, "..", "..")))
+    args = ap.parse_args()
+    ops = os.path.join(args.root, "docs", "operations.md")
+    check_options(args.attnd, ops)
+    check_metrics(args.attnd, ops)
+    check_links(args.root)
+    if problems:
+        print("docs check: %d problem(s)" % len(problems))
+        return 1
+    print("docs check: passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
