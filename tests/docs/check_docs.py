@@ -38,8 +38,9 @@ def problem(msg):
     print("  FAIL " + msg)
 
 
-def ok(msg):
-    print("  ok   " + msg)
+def ok(msg, since):
+    """Prints msg as passed when no problem was found since index since."""
+    print(("  ok   " if len(problems) == since else "  --   ") + msg)
 
 
 # -- the binary ----------------------------------------------------------------
@@ -142,6 +143,7 @@ def unquote(cell):
 
 
 def check_options(binary, ops):
+    since = len(problems)
     have = help_options(binary)
     rows = section_table(ops, "Options")
     if not rows:
@@ -181,10 +183,11 @@ def check_options(binary, ops):
             problem("%s lists option %s, which attnd --help does not print" %
                     (ops, name))
     ok("options: %d in attnd --help, %d rows in %s" %
-       (len(have), len(doc), os.path.relpath(ops)))
+       (len(have), len(doc), os.path.relpath(ops)), since)
 
 
 def check_metrics(binary, ops):
+    since = len(problems)
     exposed = exposed_metrics(binary)
     rows = section_table(ops, "Metrics")
     if not rows:
@@ -202,9 +205,9 @@ def check_metrics(binary, ops):
             problem("metric %s: /metrics says %s, %s says %s" %
                     (name, typ, ops, doc[name]))
     ahead = sorted(set(doc) - set(exposed))
-    ok("metrics: %d exposed, all in the table%s" %
-       (len(exposed), "; documented, not exposed by this build: " +
-        ", ".join(ahead) if ahead else ""))
+    ok("metrics: %d exposed on /metrics, %d rows in the table%s" %
+       (len(exposed), len(doc), "; documented, not exposed by this build: " +
+        ", ".join(ahead) if ahead else ""), since)
 
 
 def slug(heading):
@@ -229,6 +232,7 @@ def anchors(path):
 
 
 def check_links(root):
+    since = len(problems)
     docs = [os.path.join(root, "README.md")]
     ddir = os.path.join(root, "docs")
     docs += sorted(os.path.join(ddir, f) for f in os.listdir(ddir)
@@ -256,7 +260,7 @@ def check_links(root):
             elif frag and target.endswith(".md") and frag not in anchors(target):
                 problem("%s links to %s: no heading #%s in %s" %
                         (where, t, frag, os.path.relpath(target, root)))
-    ok("links: %d relative links in %d files" % (count, len(docs)))
+    ok("links: %d relative links in %d files" % (count, len(docs)), since)
 
 
 def main():
