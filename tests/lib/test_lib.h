@@ -36,6 +36,7 @@ Suite *tl_suite_alloc(void);
 Suite *tl_suite_exec(void);
 Suite *tl_suite_analysis(void);
 Suite *tl_suite_softmax(void);
+Suite *tl_suite_rules(void);
 
 /* -- deterministic random numbers (splitmix64) ----------------------------- */
 

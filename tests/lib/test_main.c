@@ -2,7 +2,8 @@
  *
  *   build/tests/test_lib            every suite
  *   build/tests/test_lib <suite>    one suite (kernel, torch, lesson, errors,
- *                                   alloc, exec, analysis, softmax);
+ *                                   alloc, exec, analysis, softmax,
+ *                                   rules);
  *                                   CK_RUN_SUITE
  *                                   works too
  * Exit status 0 only when every test passed.
@@ -24,6 +25,7 @@ int main(int argc, char **argv)
     srunner_add_suite(sr, tl_suite_exec());
     srunner_add_suite(sr, tl_suite_analysis());
     srunner_add_suite(sr, tl_suite_softmax());
+    srunner_add_suite(sr, tl_suite_rules());
     if (argc > 1)
         srunner_run(sr, argv[1], NULL, CK_NORMAL);
     else

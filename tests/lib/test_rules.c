@@ -1,0 +1,507 @@
+/* test_rules.c: the score rules of model families (positions, RoPE, q/k
+ * norm, softcap, ALiBi, bias and boolean maps in every broadcast form,
+ * windows, global tokens, a separate value source) through every fast
+ * path, against the float64 reference, on a table of shapes that cross
+ * each rule alone and combined.
+ *
+ * Paths: per-head weights (sgemm tiles written into the weights), mean
+ * weights, outputs only on a 2-worker executor with the fused kernel and
+ * without it, outputs only on the calling thread, head figures with
+ * top-k (analysis tiles), and the extras q_out, k_out, value_norms.
+ * Tolerance: the contract's, TL_TOL * (1 + |ref|) element-wise. */
+#include "test_lib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The fused kernel's switch (attn_flash.c). */
+int attn__flash_enable(int on);
+
+typedef enum rl_pos {
+    RL_POS_DEFAULT = 0, /* 0 .. n-1 and 0 .. m-1 */
+    RL_POS_OFFSET,      /* per batch element: queries from 3 + 5b, keys
+                           from 5b (cross) */
+    RL_POS_UNSORTED,    /* keys in falling order (the search-free paths) */
+    RL_POS_DECODE       /* the queries are the last n of m positions */
+} rl_pos;
+
+typedef struct rl_spec {
+    const char *name;
+    size_t B, n, m, d_model, h, g, d_k, d_v;
+    bool cross, w_o;
+    attn_mask mask;
+    tl_pad pad;
+    int rope; /* 0 none, 1 half, 2 interleaved */
+    size_t rope_dim; /* 0: d_k */
+    bool inv_freq;
+    double factor, theta;
+    bool alibi;
+    int bias_form, mask_form; /* 0 none, 1 [n][m], 2 [h][n][m], 3 [B][n][m],
+                                 4 [B][h][n][m] */
+    bool window;
+    size_t left, right;
+    bool globals; /* tokens 0 and n/2 */
+    float softcap;
+    attn_qk_norm_over qkn;
+    size_t d_val;
+    rl_pos pos;
+} rl_spec;
+
+#define U ATTN_UNBOUNDED
+
+static const rl_spec rl_table[] = {
+    {.name = "plain", .B = 2, .n = 40, .m = 40, .d_model = 24, .h = 4,
+     .g = 4, .d_k = 8, .d_v = 8},
+    {.name = "rope_half", .B = 2, .n = 37, .m = 37, .d_model = 24, .h = 4,
+     .g = 2, .d_k = 16, .d_v = 8, .mask = ATTN_MASK_CAUSAL, .rope = 1},
+    {.name = "rope_interleaved_partial", .B = 1, .n = 33, .m = 33,
+     .d_model = 16, .h = 2, .g = 1, .d_k = 16, .d_v = 8, .rope = 2,
+     .rope_dim = 8, .theta = 500.0},
+    {.name = "rope_inv_freq_factor_pos", .B = 2, .n = 20, .m = 29,
+     .d_model = 16, .h = 4, .g = 2, .d_k = 8, .d_v = 12, .cross = true,
+     .mask = ATTN_MASK_CAUSAL, .rope = 1, .inv_freq = true, .factor = 1.3,
+     .pos = RL_POS_OFFSET, .w_o = true},
+    {.name = "alibi_causal", .B = 2, .n = 45, .m = 45, .d_model = 16,
+     .h = 4, .g = 4, .d_k = 8, .d_v = 8, .mask = ATTN_MASK_CAUSAL,
+     .alibi = true, .w_o = true},
+    {.name = "bias_nm", .B = 2, .n = 19, .m = 23, .d_model = 16, .h = 3,
+     .g = 1, .d_k = 8, .d_v = 4, .cross = true, .bias_form = 1},
+    {.name = "bias_hnm", .B = 2, .n = 19, .m = 19, .d_model = 16, .h = 3,
+     .g = 3, .d_k = 8, .d_v = 4, .bias_form = 2},
+    {.name = "bias_bnm", .B = 3, .n = 17, .m = 17, .d_model = 16, .h = 2,
+     .g = 2, .d_k = 8, .d_v = 4, .bias_form = 3,
+     .mask = ATTN_MASK_CAUSAL},
+    {.name = "bias_bhnm", .B = 2, .n = 17, .m = 21, .d_model = 16, .h = 2,
+     .g = 1, .d_k = 8, .d_v = 4, .cross = true, .bias_form = 4},
+    {.name = "mask_nm", .B = 2, .n = 30, .m = 30, .d_model = 16, .h = 2,
+     .g = 2, .d_k = 8, .d_v = 8, .mask_form = 1},
+    {.name = "mask_hnm_pad", .B = 3, .n = 30, .m = 30, .d_model = 16,
+     .h = 4, .g = 2, .d_k = 8, .d_v = 8, .mask_form = 2,
+     .pad = TL_PAD_SOME},
+    {.name = "mask_bnm_causal", .B = 2, .n = 30, .m = 30, .d_model = 16,
+     .h = 2, .g = 1, .d_k = 8, .d_v = 8, .mask_form = 3,
+     .mask = ATTN_MASK_CAUSAL},
+    {.name = "mask_bhnm_cross", .B = 2, .n = 25, .m = 31, .d_model = 16,
+     .h = 2, .g = 2, .d_k = 8, .d_v = 8, .mask_form = 4, .cross = true},
+    {.name = "window_left", .B = 2, .n = 300, .m = 300, .d_model = 16,
+     .h = 2, .g = 1, .d_k = 16, .d_v = 16, .mask = ATTN_MASK_CAUSAL,
+     .window = true, .left = 37, .right = U},
+    {.name = "window_right", .B = 1, .n = 280, .m = 280, .d_model = 16,
+     .h = 2, .g = 2, .d_k = 8, .d_v = 8, .window = true, .left = U,
+     .right = 40},
+    {.name = "window_both", .B = 2, .n = 290, .m = 290, .d_model = 16,
+     .h = 2, .g = 1, .d_k = 8, .d_v = 16, .window = true, .left = 70,
+     .right = 33, .pad = TL_PAD_SOME},
+    {.name = "window_global", .B = 2, .n = 300, .m = 300, .d_model = 16,
+     .h = 2, .g = 2, .d_k = 8, .d_v = 8, .window = true, .left = 20,
+     .right = 20, .globals = true},
+    {.name = "window_global_causal_offset", .B = 2, .n = 150, .m = 170,
+     .d_model = 16, .h = 2, .g = 1, .d_k = 8, .d_v = 8, .cross = true,
+     .mask = ATTN_MASK_CAUSAL, .window = true, .left = 30, .right = U,
+     .globals = true, .pos = RL_POS_OFFSET},
+    {.name = "window_unsorted", .B = 2, .n = 60, .m = 70, .d_model = 16,
+     .h = 2, .g = 2, .d_k = 8, .d_v = 8, .cross = true,
+     .mask = ATTN_MASK_CAUSAL, .window = true, .left = 9, .right = 5,
+     .pos = RL_POS_UNSORTED},
+    {.name = "softcap", .B = 2, .n = 40, .m = 40, .d_model = 16, .h = 2,
+     .g = 2, .d_k = 16, .d_v = 8, .softcap = 1.5f,
+     .mask = ATTN_MASK_CAUSAL},
+    {.name = "softcap_window_long", .B = 1, .n = 300, .m = 300,
+     .d_model = 16, .h = 2, .g = 1, .d_k = 16, .d_v = 8, .softcap = 2.0f,
+     .mask = ATTN_MASK_CAUSAL, .window = true, .left = 63, .right = U},
+    {.name = "qk_norm_head", .B = 2, .n = 30, .m = 30, .d_model = 16,
+     .h = 4, .g = 2, .d_k = 8, .d_v = 8, .qkn = ATTN_QK_NORM_HEAD,
+     .rope = 1},
+    {.name = "qk_norm_all", .B = 2, .n = 30, .m = 36, .d_model = 16,
+     .h = 2, .g = 1, .d_k = 8, .d_v = 8, .cross = true,
+     .qkn = ATTN_QK_NORM_ALL, .w_o = true},
+    {.name = "value_dval", .B = 2, .n = 20, .m = 28, .d_model = 16, .h = 4,
+     .g = 2, .d_k = 8, .d_v = 8, .cross = true, .d_val = 11, .w_o = true},
+    {.name = "value_self", .B = 1, .n = 20, .m = 20, .d_model = 16, .h = 2,
+     .g = 2, .d_k = 8, .d_v = 8, .d_val = 5, .mask = ATTN_MASK_CAUSAL},
+    {.name = "decode_step", .B = 2, .n = 1, .m = 333, .d_model = 16,
+     .h = 4, .g = 1, .d_k = 16, .d_v = 8, .cross = true,
+     .mask = ATTN_MASK_CAUSAL, .pos = RL_POS_DECODE, .rope = 1,
+     .alibi = true},
+    {.name = "decode_window", .B = 1, .n = 4, .m = 300, .d_model = 16,
+     .h = 2, .g = 2, .d_k = 8, .d_v = 8, .cross = true,
+     .mask = ATTN_MASK_CAUSAL, .pos = RL_POS_DECODE, .window = true,
+     .left = 50, .right = U},
+    {.name = "everything", .B = 2, .n = 270, .m = 270, .d_model = 24,
+     .h = 4, .g = 2, .d_k = 16, .d_v = 16, .mask = ATTN_MASK_CAUSAL,
+     .pad = TL_PAD_SOME, .rope = 2, .rope_dim = 12, .factor = 0.9,
+     .alibi = true, .bias_form = 2, .mask_form = 4, .window = true,
+     .left = 45, .right = U, .globals = true, .softcap = 3.0f,
+     .qkn = ATTN_QK_NORM_HEAD, .d_val = 10, .w_o = true,
+     .pos = RL_POS_OFFSET},
+    {.name = "all_masked_rows", .B = 2, .n = 24, .m = 24, .d_model = 16,
+     .h = 2, .g = 2, .d_k = 8, .d_v = 8, .mask_form = 4,
+     .pad = TL_PAD_ALL_B0, .window = true, .left = 2, .right = 0},
+};
+
+/* A case of the table: the base problem and the rules' arrays. */
+typedef struct rl_case {
+    tl_case c;
+    int64_t *pos, *kpos;
+    float *inv_freq, *slopes, *bias, *qw, *kw, *value, *w_v;
+    uint8_t *mask;
+    size_t globals[2];
+} rl_case;
+
+static float *rl_fill(tl_rng *r, size_t count, float lo, float hi)
+{
+    float *v = malloc((count ? count : 1) * sizeof(float));
+
+    TL_CHECK(v != NULL, "test setup: out of memory");
+    for (size_t i = 0; i < count; i++)
+        v[i] = tl_rng_uniform(r, lo, hi);
+    return v;
+}
+
+/* The map's element count and strides for a broadcast form. */
+static size_t rl_map(const rl_spec *s, int form, attn_score_map *map)
+{
+    size_t nm = s->n * s->m;
+
+    map->stride_b = form == 3 ? nm : form == 4 ? s->h * nm : 0;
+    map->stride_h = form == 2 || form == 4 ? nm : 0;
+    switch (form) {
+    case 1:
+        return nm;
+    case 2:
+        return s->h * nm;
+    case 3:
+        return s->B * nm;
+    default:
+        return s->B * s->h * nm;
+    }
+}
+
+static void rl_case_init(rl_case *rc, const rl_spec *s, uint64_t seed)
+{
+    tl_spec base = {s->name,
+                    {s->B, s->n, s->m, s->d_model, s->d_model, s->h, s->g,
+                     s->d_k, s->d_v, s->h * s->d_v},
+                    s->cross, s->w_o, TL_B_ALL, s->mask, s->pad, 0.0f,
+                    0.0f};
+    attn_params *p = &rc->c.p;
+    tl_rng r;
+
+    memset(rc, 0, sizeof *rc);
+    if (s->w_o)
+        base.dims.d_out = 12;
+    tl_case_init(&rc->c, &base, seed);
+    tl_rng_seed(&r, seed ^ 0x5eed);
+    if (s->pos != RL_POS_DEFAULT) {
+        rc->pos = malloc(s->B * s->n * sizeof(int64_t));
+        rc->kpos = malloc(s->B * s->m * sizeof(int64_t));
+        TL_CHECK(rc->pos && rc->kpos, "test setup: out of memory");
+        for (size_t b = 0; b < s->B; b++) {
+            for (size_t a = 0; a < s->n; a++)
+                rc->pos[b * s->n + a] =
+                    s->pos == RL_POS_DECODE ? (int64_t)(s->m - s->n + a)
+                    : s->pos == RL_POS_OFFSET
+                        ? (int64_t)(a + 3 + 5 * b)
+                        : (int64_t)(a * s->m / s->n + b);
+            for (size_t c = 0; c < s->m; c++)
+                rc->kpos[b * s->m + c] =
+                    s->pos == RL_POS_UNSORTED ? (int64_t)(s->m - 1 - c)
+                    : s->pos == RL_POS_OFFSET ? (int64_t)(c + 5 * b)
+                                              : (int64_t)c;
+        }
+        p->positions = rc->pos;
+        p->key_positions = rc->kpos;
+    }
+    if (s->rope) {
+        p->rope.dim = s->rope_dim ? s->rope_dim : s->d_k;
+        p->rope.style = s->rope == 1 ? ATTN_ROPE_HALF : ATTN_ROPE_INTERLEAVED;
+        p->rope.theta = s->theta;
+        p->rope.attention_factor = s->factor;
+        if (s->inv_freq) {
+            rc->inv_freq = malloc(p->rope.dim / 2 * sizeof(float));
+            TL_CHECK(rc->inv_freq != NULL, "test setup: out of memory");
+            for (size_t q = 0; q < p->rope.dim / 2; q++)
+                rc->inv_freq[q] = (float)(0.5 * pow(10000.0, -2.0 * (double)q /
+                                                              (double)p->rope.dim));
+            p->rope.inv_freq = rc->inv_freq;
+        }
+    }
+    if (s->alibi) {
+        rc->slopes = malloc(s->h * sizeof(float));
+        TL_CHECK(rc->slopes != NULL, "test setup: out of memory");
+        for (size_t i = 0; i < s->h; i++)
+            rc->slopes[i] = (float)pow(2.0, -8.0 * (double)(i + 1) / (double)s->h);
+        p->alibi_slopes = rc->slopes;
+    }
+    if (s->bias_form) {
+        size_t count = rl_map(s, s->bias_form, &p->score_bias);
+        rc->bias = rl_fill(&r, count, -2.0f, 2.0f);
+        p->score_bias.data = rc->bias;
+    }
+    if (s->mask_form) {
+        size_t count = rl_map(s, s->mask_form, &p->score_mask);
+        rc->mask = malloc(count);
+        TL_CHECK(rc->mask != NULL, "test setup: out of memory");
+        for (size_t t = 0; t < count; t++)
+            rc->mask[t] = (uint8_t)(tl_rng_next(&r) % 10 < 3 ? 1 + t % 200 : 0);
+        /* one fully hidden row in the first map */
+        if (s->n > 1)
+            memset(rc->mask + s->m, 1, s->m);
+        p->score_mask.data = rc->mask;
+    }
+    if (s->window) {
+        p->window.on = 1;
+        p->window.left = s->left;
+        p->window.right = s->right;
+    }
+    if (s->globals) {
+        rc->globals[0] = 0;
+        rc->globals[1] = s->n / 2;
+        p->global_tokens = rc->globals;
+        p->n_global = 2;
+    }
+    p->softcap = s->softcap;
+    if (s->qkn != ATTN_QK_NORM_NONE) {
+        size_t qn = s->qkn == ATTN_QK_NORM_HEAD ? s->d_k : s->h * s->d_k;
+        size_t kn = s->qkn == ATTN_QK_NORM_HEAD ? s->d_k : s->g * s->d_k;
+        rc->qw = rl_fill(&r, qn, 0.5f, 1.5f);
+        rc->kw = rl_fill(&r, kn, 0.5f, 1.5f);
+        p->qk_norm.over = s->qkn;
+        p->qk_norm.q_weight = rc->qw;
+        p->qk_norm.k_weight = rc->kw;
+        p->qk_norm.eps = 1e-5;
+    }
+    if (s->d_val) {
+        rc->value = rl_fill(&r, s->B * s->m * s->d_val, -1.0f, 1.0f);
+        rc->w_v = rl_fill(&r, s->d_val * s->g * s->d_v, -0.5f, 0.5f);
+        p->value = rc->value;
+        p->d_val = s->d_val;
+        p->w_v = rc->w_v;
+    }
+}
+
+static void rl_case_free(rl_case *rc)
+{
+    tl_case_free(&rc->c);
+    free(rc->pos);
+    free(rc->kpos);
+    free(rc->inv_freq);
+    free(rc->slopes);
+    free(rc->bias);
+    free(rc->qw);
+    free(rc->kw);
+    free(rc->value);
+    free(rc->w_v);
+    free(rc->mask);
+}
+
+static float *rl_buf(size_t count)
+{
+    float *v = malloc((count ? count : 1) * sizeof(float));
+
+    TL_CHECK(v != NULL, "test setup: out of memory");
+    for (size_t i = 0; i < count; i++)
+        v[i] = NAN;
+    return v;
+}
+
+/* Outputs (and weights in p->weights' mode) of attn_forward_ex. */
+static void rl_run(const attn_params *p, const attn_extras *ex, float *out,
+                   float *w, const char *path, const char *name)
+{
+    int st = attn_forward_ex(p, out, w, ex);
+
+    TL_CHECK(st == ATTN_OK, "%s, %s: attn_forward_ex returned %d (%s)", name,
+             path, st, attn_strerror(st));
+}
+
+static void rl_close(const char *name, const char *path, const char *what,
+                     const float *got, const float *ref, size_t count)
+{
+    char label[160];
+
+    snprintf(label, sizeof label, "%s, %s: %s", name, path, what);
+    tl_assert_close_f(label, got, ref, count);
+}
+
+START_TEST(test_rules_paths)
+{
+    const rl_spec *s = &rl_table[_i];
+    rl_case rc;
+    attn_params p;
+    tl_exec ex2;
+    size_t out_n, w_n, qo_n, ko_n, vn_n;
+    float *ref_out, *ref_w, *ref_q, *ref_k, *ref_vn, *mean;
+    float *out, *w, *q, *k, *vn;
+    attn_extras rex, fex;
+    int was;
+    int st;
+
+    rl_case_init(&rc, s, 1000 + (uint64_t)_i);
+    p = rc.c.p;
+    p.weights = ATTN_WEIGHTS_PER_HEAD;
+    out_n = tl_output_elems(&p);
+    w_n = tl_weights_elems(&p, ATTN_WEIGHTS_PER_HEAD);
+    qo_n = s->B * s->h * s->n * s->d_k;
+    ko_n = s->B * s->g * s->m * s->d_k;
+    vn_n = s->B * s->h * s->m;
+
+    /* the reference, with its extras */
+    ref_out = rl_buf(out_n);
+    ref_w = rl_buf(w_n);
+    ref_q = rl_buf(qo_n);
+    ref_k = rl_buf(ko_n);
+    ref_vn = rl_buf(vn_n);
+    memset(&rex, 0, sizeof rex);
+    rex.q_out = ref_q;
+    rex.k_out = ref_k;
+    rex.value_norms = ref_vn;
+    st = attn_forward_ref_ex(&p, ref_out, ref_w, &rex);
+    ck_assert_msg(st == ATTN_OK, "%s: reference returned %d", s->name, st);
+    tl_assert_finite("reference output", ref_out, out_n);
+
+    /* per-head weights with the extras, on the calling thread */
+    out = rl_buf(out_n);
+    w = rl_buf(w_n);
+    q = rl_buf(qo_n);
+    k = rl_buf(ko_n);
+    vn = rl_buf(vn_n);
+    memset(&fex, 0, sizeof fex);
+    fex.q_out = q;
+    fex.k_out = k;
+    fex.value_norms = vn;
+    rl_run(&p, &fex, out, w, "per-head", s->name);
+    rl_close(s->name, "per-head", "output", out, ref_out, out_n);
+    rl_close(s->name, "per-head", "weights", w, ref_w, w_n);
+    rl_close(s->name, "extras", "q_out", q, ref_q, qo_n);
+    rl_close(s->name, "extras", "k_out", k, ref_k, ko_n);
+    rl_close(s->name, "extras", "value_norms", vn, ref_vn, vn_n);
+
+    /* mean weights */
+    p.weights = ATTN_WEIGHTS_MEAN;
+    mean = tl_mean_heads(&p, ref_w);
+    rl_run(&p, NULL, out, w, "mean", s->name);
+    rl_close(s->name, "mean", "output", out, ref_out, out_n);
+    rl_close(s->name, "mean", "weights", w, mean, s->B * s->n * s->m);
+
+    /* outputs only: fused kernel and sgemm tiles on an executor, then the
+     * calling thread */
+    tl_exec_init(&ex2, TL_EXEC_THREADS, 2);
+    p.weights = ATTN_WEIGHTS_NONE;
+    p.executor = &ex2.iface;
+    rl_run(&p, NULL, out, NULL, "outputs, fused, executor", s->name);
+    rl_close(s->name, "outputs, fused, executor", "output", out, ref_out,
+             out_n);
+    was = attn__flash_enable(0);
+    rl_run(&p, NULL, out, NULL, "outputs, sgemm, executor", s->name);
+    attn__flash_enable(was);
+    rl_close(s->name, "outputs, sgemm, executor", "output", out, ref_out,
+             out_n);
+    p.weights = ATTN_WEIGHTS_PER_HEAD;
+    rl_run(&p, NULL, out, w, "per-head, executor", s->name);
+    rl_close(s->name, "per-head, executor", "weights", w, ref_w, w_n);
+    p.executor = NULL;
+    p.weights = ATTN_WEIGHTS_NONE;
+    rl_run(&p, NULL, out, NULL, "outputs, calling thread", s->name);
+    rl_close(s->name, "outputs, calling thread", "output", out, ref_out,
+             out_n);
+
+    /* head figures and top-k from the analysis tiles */
+    {
+        size_t kk = s->m < 3 ? s->m : 3, rows = s->B * s->h * s->n;
+        attn_head_stats *hs = calloc(s->B * s->h, sizeof *hs);
+        attn_head_stats *rs = calloc(s->B * s->h, sizeof *rs);
+        double *sim = calloc(s->B * s->h * s->h, sizeof(double));
+        double *rsim = calloc(s->B * s->h * s->h, sizeof(double));
+        size_t *sk = calloc(s->B, sizeof(size_t));
+        size_t *rsk = calloc(s->B, sizeof(size_t));
+        uint32_t *idx = calloc(rows * kk, sizeof(uint32_t));
+        float *val = calloc(rows * kk, sizeof(float));
+        attn_extras aex, arx;
+
+        TL_CHECK(hs && rs && sim && rsim && sk && rsk && idx && val,
+                 "test setup: out of memory");
+        memset(&aex, 0, sizeof aex);
+        aex.stats = 1;
+        aex.heads = hs;
+        aex.similarity = sim;
+        aex.skipped_rows = sk;
+        aex.top_k = kk;
+        aex.top_index = idx;
+        aex.top_weight = val;
+        p.weights = ATTN_WEIGHTS_PER_HEAD;
+        p.executor = &ex2.iface;
+        rl_run(&p, &aex, out, NULL, "analysis", s->name);
+        rl_close(s->name, "analysis", "output", out, ref_out, out_n);
+        p.executor = NULL;
+        memset(&arx, 0, sizeof arx);
+        arx.stats = 1;
+        arx.heads = rs;
+        arx.similarity = rsim;
+        arx.skipped_rows = rsk;
+        st = attn_analyze_ref(&p, ref_w, &arx);
+        ck_assert_int_eq(st, ATTN_OK);
+        for (size_t b = 0; b < s->B; b++)
+            ck_assert_msg(sk[b] == rsk[b], "%s: skipped rows %zu, ref %zu",
+                          s->name, sk[b], rsk[b]);
+        for (size_t t = 0; t < s->B * s->h; t++) {
+            double pairs[3][2] = {{hs[t].entropy, rs[t].entropy},
+                                  {hs[t].entropy_normalized,
+                                   rs[t].entropy_normalized},
+                                  {hs[t].confidence, rs[t].confidence}};
+            for (int f = 0; f < 3; f++)
+                TL_CHECK(fabs(pairs[f][0] - pairs[f][1]) <=
+                             1e-3 * (1.0 + fabs(pairs[f][1])),
+                         "%s: head %zu figure %d: %g, ref %g", s->name, t,
+                         f, pairs[f][0], pairs[f][1]);
+        }
+        /* top-k: each returned weight is its key's weight, descending */
+        for (size_t row = 0; row < rows; row++)
+            for (size_t t = 0; t < kk; t++) {
+                float got = val[row * kk + t];
+                float want = ref_w[row * s->m + idx[row * kk + t]];
+                TL_CHECK(fabsf(got - want) <= TL_TOL * (1.0f + fabsf(want)),
+                         "%s: top-k row %zu rank %zu: %g, ref %g", s->name,
+                         row, t, got, want);
+                TL_CHECK(t == 0 || got <= val[row * kk + t - 1] + 1e-6f,
+                         "%s: top-k row %zu not descending", s->name, row);
+            }
+        free(hs);
+        free(rs);
+        free(sim);
+        free(rsim);
+        free(sk);
+        free(rsk);
+        free(idx);
+        free(val);
+    }
+
+    tl_exec_destroy(&ex2);
+    free(ref_out);
+    free(ref_w);
+    free(ref_q);
+    free(ref_k);
+    free(ref_vn);
+    free(mean);
+    free(out);
+    free(w);
+    free(q);
+    free(k);
+    free(vn);
+    rl_case_free(&rc);
+}
+END_TEST
+
+Suite *tl_suite_rules(void)
+{
+    Suite *s = suite_create("rules");
+    TCase *tc = tcase_create("paths");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_rules_paths, 0,
+                        (int)(sizeof rl_table / sizeof rl_table[0]));
+    suite_add_tcase(s, tc);
+    return s;
+}
