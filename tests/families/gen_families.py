@@ -25,6 +25,11 @@ Longformer's windowed-plus-global scores. The request is then the contract's
 spelling of that model's configuration (weight_layout "out_in" for
 nn.Linear weights, w_qkv for packed projections, rope, alibi, window, ...).
 
+Every request is also read back from its JSON and run through the
+contract's rules (contract_ref.py, NumPy): generation fails unless that
+gives the family's answer to 1e-7 (the 8 digits written), so each request
+says in the contract's terms exactly what the model computes.
+
 Every input is rounded to float32 first (the service reads float32) and
 written as the shortest decimal that reads back as that float32; the
 references run in float64 on those values. Each case is also run a second
@@ -42,6 +47,9 @@ import zlib
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import contract_ref  # noqa: E402
 
 TOL = 1e-4
 F64 = torch.float64
@@ -269,7 +277,8 @@ def value_norms(v, w_o_out_in, h, g):
     out = np.zeros((h, v.shape[-2]))
     for i in range(h):
         j = i // (h // g)
-        wo_i = np.asarray(w_o_out_in, dtype=np.float64)[:, i * d_v:(i + 1) * d_v]
+        wo = np.asarray(w_o_out_in, dtype=np.float64)
+        wo_i = wo[:, i * d_v:(i + 1) * d_v]
         out[i] = np.linalg.norm(v[j] @ wo_i.T, axis=-1)
     return out
 
@@ -1435,6 +1444,22 @@ def write_case(out_dir, name, family, about, req, expect):
         f.write("\n".join(lines) + "\n")
 
 
+def contract_check(path):
+    """The written request (read back from JSON) through the contract's
+    rules (contract_ref.py): the largest relative difference from the
+    written expectation."""
+    with open(path) as f:
+        fx = json.load(f)
+    got = contract_ref.attend(fx["request"])
+    worst = 0.0
+    for k, want in fx["expect"].items():
+        want = np.asarray(want, dtype=np.float64)
+        assert got[k].shape == want.shape, (k, got[k].shape, want.shape)
+        worst = max(worst, float((np.abs(got[k] - want) /
+                                  (1.0 + np.abs(want))).max()))
+    return worst
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/families/cases"
     only = set(sys.argv[2:])
@@ -1457,7 +1482,13 @@ def main():
                      "than %.2f): make the case better conditioned" %
                      (name, used, F32_BUDGET))
         write_case(out_dir, name, family, about, req, ref)
-        size = os.path.getsize(os.path.join(out_dir, name + ".json"))
+        path = os.path.join(out_dir, name + ".json")
+        agree = contract_check(path)
+        if agree > 1e-7:
+            sys.exit("%s: the contract's rules applied to the request differ "
+                     "from the family's answer by %.3g: the request does "
+                     "not say what the model computes" % (name, agree))
+        size = os.path.getsize(path)
         print("%-36s %-28s %6d bytes  float32 run %.3f of tol" %
               (name, family[:28], size, used))
     print("%d cases, worst float32 run %.3f of the tolerance" % (

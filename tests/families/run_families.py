@@ -132,7 +132,7 @@ def check_answer(port, request, expect, tol, body=None):
     return ok, lines
 
 
-# -- v1 fixtures (tests/fixtures/lib/*.txt) -------------------------------------
+# -- v1 fixtures (tests/fixtures/lib/*.txt) ---------------------------------
 
 def read_v1_fixture(path):
     """The library fixture format of tests/gen/gen_lib_fixtures.py."""
