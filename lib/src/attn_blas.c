@@ -208,10 +208,15 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
         attn__vis_range(vis, b, q0 + r, &lo, &hi);
         hi = hi < k0 ? k0 : hi > k1 ? k1 : hi;
         attn__vis_adjust(vis, b, i, q0 + r, k0, s + r * lds, hi - k0, 1.0f);
-        if (vis->hide_rows || lo > k0) {
+        if (vis->hide_rows) {
             unsigned char *h = j->hide + worker * d->m;
             attn__vis_row(vis, b, i, q0 + r, k0, hi, h);
             hide = h;
+        } else {
+            /* the row's keys are [lo, hi): the ones before lo go to -inf,
+             * as the softmax hides those past hi */
+            for (size_t c = k0; c < lo && c < hi; c++)
+                s[r * lds + c - k0] = -INFINITY;
         }
         if (j->lean)
             rc = attn__softmax_into(s + r * lds, a + r * lds, m_eff, hi - k0,

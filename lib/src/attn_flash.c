@@ -232,20 +232,36 @@ attn__flash_softmax(float *s, size_t keys, const uint16_t *bits, int masked,
 }
 
 /* The visible bits of row q (a query of the tile, or a padding row past
- * it: none) over keys [k0, k0 + n_keys) into ws->bits, keys bits wide. */
+ * it: none) over keys [k0, k0 + n_keys) into ws->bits, keys bits wide.
+ * [lo, hi) is the row's range (attn__vis_range): when no rule hides keys
+ * inside it (no hide_rows), the bits are that range, 16 at a time. */
 static void attn__flash_bits(const attn__flash_args *a, attn__flash_ws *ws,
                              size_t b, size_t i, size_t q, int real,
                              attn__vis_kind kind, size_t k0, size_t n_keys,
-                             size_t keys)
+                             size_t keys, size_t lo, size_t hi)
 {
+    size_t from, to;
+
     for (size_t j = 0; j < keys; j += 16)
         ws->bits[j / 16] = 0;
     if (!real)
         return;
-    if (kind == ATTN__VIS_ALL)
-        memset(ws->hide, 0, n_keys);
-    else
-        attn__vis_row(a->vis, b, i, q, k0, k0 + n_keys, ws->hide);
+    if (kind == ATTN__VIS_ALL || !a->vis->hide_rows) {
+        from = kind == ATTN__VIS_ALL ? 0 : lo > k0 ? lo - k0 : 0;
+        to = kind == ATTN__VIS_ALL ? n_keys : hi > k0 ? hi - k0 : 0;
+        to = to < n_keys ? to : n_keys;
+        for (size_t j = 0; j < keys && from < to; j += 16) {
+            size_t l = from > j ? from - j : 0, h = to - j;
+            uint32_t m;
+            if (to <= j || l >= 16)
+                continue;
+            h = h > 16 ? 16 : h;
+            m = (h == 16 ? 0xFFFFu : (1u << h) - 1) & ~((1u << l) - 1);
+            ws->bits[j / 16] = (uint16_t)m;
+        }
+        return;
+    }
+    attn__vis_row(a->vis, b, i, q, k0, k0 + n_keys, ws->hide);
     for (size_t t = 0; t < n_keys; t++)
         if (!ws->hide[t])
             ws->bits[t / 16] |= (uint16_t)(1u << (t % 16));
@@ -264,6 +280,7 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
     size_t rows_pad = groups * FLASH_GROUP;
     size_t ldk = attn__round_up(d->m, 32);
     size_t glo[ATTN__FLASH_ROWS / FLASH_GROUP], ghi[ATTN__FLASH_ROWS / FLASH_GROUP];
+    size_t rlo[ATTN__FLASH_ROWS], rhi[ATTN__FLASH_ROWS];
     size_t tlo = d->m, thi = 0;
     const float *kt = a->kt + (b * d->g + kv) * d->d_k * ldk;
     const float *v = a->vp + (b * d->g + kv) * d->m * d->d_v;
@@ -280,6 +297,8 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
              r++) {
             size_t l, h;
             attn__vis_range(vis, b, q0 + r, &l, &h);
+            rlo[r] = l;
+            rhi[r] = h;
             if (l < h) {
                 glo[g] = l < glo[g] ? l : glo[g];
                 ghi[g] = h > ghi[g] ? h : ghi[g];
@@ -336,7 +355,9 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
                 float *sr = ws.s + r * FLASH_KEYS;
                 if (masked) {
                     attn__flash_bits(a, &ws, b, i, q0 + r0 + r, r < real,
-                                     kind, s0, n_keys, keys);
+                                     kind, s0, n_keys, keys,
+                                     r < real ? rlo[r0 + r] : 0,
+                                     r < real ? rhi[r0 + r] : 0);
                     if (r < real)
                         attn__vis_adjust(vis, b, i, q0 + r0 + r, s0, sr,
                                          n_keys, (float)M_LOG2E);

@@ -10,7 +10,11 @@
  * only on a wrong answer or a failed call.
  *
  *   bench_lib [--quick] [--threads T] [--csv PATH] [--peak-only]
- *             [--coretype-hint]
+ *             [--coretype-hint] [--window]
+ * --window times sliding-window attention alone (n = 8192 and 16384,
+ * d_model = 256, 8 heads, causal, outputs only, window left = 255, on the
+ * T-worker executor with OpenBLAS on one thread) against the same call
+ * without the window, and prints the ratios.
  * OpenBLAS's kernels are chosen when it loads (OPENBLAS_CORETYPE); the
  * drivers set that variable, as attnd does for itself, from
  * --coretype-hint (attn_blas_coretype_hint). */
@@ -500,6 +504,94 @@ static int bench_time(const bench_opts *o, const bench_case *c,
     return 0;
 }
 
+/* -- sliding-window attention ---------------------------------------------- */
+
+/* The median of reps calls of p (one warm-up first), in seconds; a
+ * negative value when a call failed. */
+static double bench_median_call(bench_problem *bp, int reps)
+{
+    double samples[15];
+    int rc = attn_forward(&bp->p, bp->out, bp->wts);
+
+    if (reps > 15)
+        reps = 15;
+    for (int r = 0; rc == ATTN_OK && r < reps; r++) {
+        double t0 = bench_now();
+        rc = attn_forward(&bp->p, bp->out, bp->wts);
+        samples[r] = bench_now() - t0;
+    }
+    if (rc != ATTN_OK) {
+        fprintf(stderr, "bench_lib: window case: %s\n", attn_strerror(rc));
+        return -1.0;
+    }
+    return bench_median(samples, reps);
+}
+
+/* One size of the window case: the projections alone (no attention work
+ * left: a window of 0 with no causal triangle is not what is timed; the
+ * projections are timed as the same call with d_k-wide attention over a
+ * one-key window, which costs O(n)), the call without a window and with
+ * left = 255. Times in seconds through *t_none, *t_win, *t_proj. */
+static int bench_window_size(const bench_opts *o, const attn_executor *ex,
+                             size_t n, double *t_none, double *t_win,
+                             double *t_proj)
+{
+    bench_problem bp;
+    int reps = o->quick ? 3 : 7;
+    uint64_t cost_none, cost_win;
+
+    if (bench_problem_init(&bp, n, 256, 8, ATTN_WEIGHTS_NONE, ex) != 0)
+        return -1;
+    bp.p.mask = ATTN_MASK_CAUSAL;
+    attn_cost(&bp.p, &cost_none);
+    *t_none = bench_median_call(&bp, reps);
+    bp.p.window.on = 1;
+    bp.p.window.left = 255;
+    bp.p.window.right = ATTN_UNBOUNDED;
+    attn_cost(&bp.p, &cost_win);
+    *t_win = bench_median_call(&bp, reps);
+    bp.p.window.left = 0;
+    *t_proj = bench_median_call(&bp, reps);
+    bench_problem_free(&bp);
+    printf("  n = %5zu: no window %8.2f ms, window 255 %7.2f ms, window 0 "
+           "(projections and O(n) attention) %6.2f ms; attn_cost %.3g vs "
+           "%.3g\n",
+           n, *t_none * 1e3, *t_win * 1e3, *t_proj * 1e3, (double)cost_none,
+           (double)cost_win);
+    return *t_none < 0 || *t_win < 0 || *t_proj < 0 ? -1 : 0;
+}
+
+static int bench_window(const bench_opts *o)
+{
+    bench_pool pool;
+    double n8[3], n16[3];
+    int rc;
+
+    attn_blas_set_threads(1);
+    if (bench_pool_init(&pool, (size_t)o->threads) != 0) {
+        fprintf(stderr, "bench_lib: cannot start the executor\n");
+        bench_pool_free(&pool);
+        return -1;
+    }
+    attn_executor ex = {.run = bench_pool_run, .workers = (size_t)o->threads,
+                        .ctx = &pool};
+    printf("sliding window: d_model 256, 8 heads (d_k 32), causal, outputs "
+           "only, %d workers, OpenBLAS 1 thread; medians\n",
+           o->threads);
+    rc = bench_window_size(o, &ex, 8192, &n8[0], &n8[1], &n8[2]);
+    if (rc == 0)
+        rc = bench_window_size(o, &ex, 16384, &n16[0], &n16[1], &n16[2]);
+    bench_pool_free(&pool);
+    if (rc != 0)
+        return -1;
+    printf("  n = 8192: no window / window 255 = %.2fx (whole call), "
+           "%.2fx (attention: the call minus the window-0 call)\n",
+           n8[0] / n8[1], (n8[0] - n8[2]) / (n8[1] - n8[2]));
+    printf("  window 255: n = 16384 / n = 8192 = %.2fx (whole call)\n",
+           n16[1] / n8[1]);
+    return 0;
+}
+
 /* -- the goal case paired with the peak ------------------------------------- */
 
 #define BENCH_PAIRS 15
@@ -743,16 +835,18 @@ static int bench_config(const bench_opts *o, const char *config,
 static void bench_usage(void)
 {
     fprintf(stderr, "usage: bench_lib [--quick] [--threads T] [--csv PATH] "
-                    "[--peak-only] [--coretype-hint]\n");
+                    "[--peak-only] [--coretype-hint] [--window]\n");
 }
 
 int main(int argc, char **argv)
 {
     bench_opts o = {.quick = 0, .threads = 0, .csv = NULL};
-    int peak_only = 0;
+    int peak_only = 0, window = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             o.quick = 1;
+        } else if (strcmp(argv[i], "--window") == 0) {
+            window = 1;
         } else if (strcmp(argv[i], "--peak-only") == 0) {
             peak_only = 1;
         } else if (strcmp(argv[i], "--coretype-hint") == 0) {
@@ -778,6 +872,8 @@ int main(int argc, char **argv)
     const char *env = getenv("OPENBLAS_NUM_THREADS");
     int peak_reps = o.quick ? 2 : 5;
 
+    if (window)
+        return bench_window(&o) == 0 ? 0 : 1;
     if (peak_only) {
         attn_blas_set_threads(o.threads);
         printf("%.3f\n", bench_sgemm_peak(2048, peak_reps));
