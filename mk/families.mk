@@ -8,7 +8,9 @@
 #                       $(BUILD)/attnd and compared element-wise within the
 #                       contract's 1e-4 * (1 + |reference|); then each v1
 #                       fixture of tests/fixtures/lib must still get its
-#                       answer (python3 stdlib only)
+#                       answer, and the bad-input cases that name words of
+#                       the error message (did you mean ..., NaN) must
+#                       have them (python3 stdlib only)
 #   make families       regenerates tests/families/cases with PyTorch and
 #                       NumPy (not part of `make test`; review the diff)
 
@@ -21,7 +23,8 @@ TEST_TARGETS += test-families
 
 test-families: $(BUILD)/attnd
 	$(FAMILIES_PY) tests/families/run_families.py --attnd $(BUILD)/attnd \
-	  --cases tests/families/cases --v1 tests/fixtures/lib
+	  --cases tests/families/cases --v1 tests/fixtures/lib \
+	  --messages tests/cases/invalid
 
 families:
 	$(call install_missing,$(FAMILIES_DEB_PACKAGES))

@@ -10,7 +10,10 @@ how new rows are added (edit ROWS, rerun, review the diff). Each case folder:
   expected  `status N`, then optional `code C`, `field /json/pointer`,
             `header Name: value` lines; `field` absent means the response
             must carry no pointer (absent or ""); `status none` means the
-            server must close the connection without answering
+            server must close the connection without answering;
+            `message S` lines: S must occur in error.message (ignoring
+            case; checked by tests/families/run_families.py --messages,
+            as tests/robust/run_cases.py does not read them yet)
   method    optional, default POST
   path      optional, default /attend
   headers   optional: the header lines sent instead of the defaults
@@ -319,6 +322,181 @@ ROWS = [
                                    w_v=[[0] * 4]), big()),
 ]
 
+# -- v2 (the contract's "v2 additions") ------------------------------------
+# The same base request; the pointer names the most specific offending
+# part: the element for a bad entry of an array, the member for a bad
+# member of a v2 object (/rope/dim, /window/left), the field itself for a
+# wrong length or a shape that matches none of the accepted forms (as
+# b_q_len and w_q_3d_heads_ne_h above), and the first field of an
+# exclusive pair that should not be there (w_q beside w_qkv).
+# `message` entries: substrings the error message must contain
+# (case-insensitive).
+
+def msg(expected, *parts):
+    return dict(expected, message=list(parts))
+
+
+def nonfinite_token(token, field, path, sentinel=12345.5):
+    """The base request with one number of `field` written as a bare
+    token (NaN, Infinity, -Infinity), which JSON does not have."""
+    text = json.dumps(with_elem(field, path, sentinel))
+    assert text.count(repr(sentinel)) == 1
+    return raw(text.replace(repr(sentinel), token))
+
+
+# w_qkv in the in_out layout: [d_model][(h + 2g) * d_k] = [4][12].
+QKV = req(w_q=DROP, w_k=DROP, w_v=DROP, w_qkv=mat(4, 12))
+QKV_OUT_IN = dict(QKV, weight_layout="out_in", w_qkv=mat(12, 4))
+
+V2_ROWS = [
+    # -- rope ---------------------------------------------------------------
+    ("v2_rope_dim_odd", req(rope={"dim": 1}), bad("/rope/dim")),
+    ("v2_rope_dim_over_d_k", req(rope={"dim": 4}), bad("/rope/dim")),
+    ("v2_rope_inv_freq_len", req(rope={"inv_freq": [1.0, 0.5]}),
+     bad("/rope/inv_freq")),
+    ("v2_rope_inv_freq_len_partial", req(rope={"dim": 2,
+                                               "inv_freq": [1.0, 0.5]}),
+     bad("/rope/inv_freq")),
+    ("v2_rope_theta_zero", req(rope={"theta": 0}), bad("/rope/theta")),
+    ("v2_rope_theta_string", req(rope={"theta": "10000"}),
+     bad("/rope/theta")),
+    ("v2_rope_style_unknown", req(rope={"style": "neox"}),
+     bad("/rope/style")),
+    ("v2_rope_attention_factor_negative",
+     req(rope={"attention_factor": -1}), bad("/rope/attention_factor")),
+    ("v2_rope_unknown_key", req(rope={"thetaa": 10000}),
+     msg(bad("/rope/thetaa"), "did you mean", "theta")),
+    ("v2_rope_not_object", req(rope=True), bad("/rope")),
+    # -- alibi --------------------------------------------------------------
+    ("v2_alibi_slopes_len", req(alibi={"slopes": [0.5]}),
+     bad("/alibi/slopes")),
+    ("v2_alibi_slopes_elem_string", req(alibi={"slopes": [0.5, "x"]}),
+     bad("/alibi/slopes/1")),
+    ("v2_alibi_unknown_key", req(alibi={"slope": [0.5, 0.25]}),
+     msg(bad("/alibi/slope"), "did you mean", "slopes")),
+    ("v2_alibi_string", req(alibi="bloom"), bad("/alibi")),
+    # -- positions ----------------------------------------------------------
+    ("v2_positions_negative", req(positions=[0, -1, 2]),
+     bad("/positions/1")),
+    ("v2_positions_fraction", req(positions=[0, 1.5, 2]),
+     bad("/positions/1")),
+    ("v2_positions_string_elem", req(positions=[0, 1, "2"]),
+     bad("/positions/2")),
+    ("v2_positions_len", req(positions=[0, 1]), bad("/positions")),
+    ("v2_positions_batch_ne_b", req(x=BATCH_X, positions=[[0, 1, 2]] * 3),
+     bad("/positions")),
+    ("v2_positions_batch_row_len", req(x=BATCH_X,
+                                       positions=[[0, 1, 2], [0, 1]]),
+     bad("/positions/1")),
+    ("v2_key_positions_len", dict(CROSS, key_positions=[0, 1, 2]),
+     bad("/key_positions")),
+    ("v2_key_positions_negative", dict(CROSS, key_positions=[0, 1, 2, -3,
+                                                              4]),
+     bad("/key_positions/3")),
+    # -- attn_bias / attn_mask ------------------------------------------------
+    ("v2_attn_bias_shape", req(attn_bias=mat(2, 3)), bad("/attn_bias")),
+    ("v2_attn_bias_heads_ne_h", req(attn_bias=[mat(3, 3)] * 3),
+     bad("/attn_bias")),
+    ("v2_attn_bias_4d_for_2d_x", req(attn_bias=[[mat(3, 3)] * 2]),
+     bad("/attn_bias")),
+    ("v2_attn_bias_batch_ne_b", req(x=BATCH_X,
+                                    attn_bias=[[mat(3, 3)] * 2] * 3),
+     bad("/attn_bias")),
+    ("v2_attn_bias_ragged", req(attn_bias=[[0, 0, 0], [0, 0], [0, 0, 0]]),
+     bad("/attn_bias/1")),
+    ("v2_attn_bias_bool", req(attn_bias=[[True] * 3] * 3),
+     bad("/attn_bias/0/0")),
+    ("v2_attn_bias_float32_overflow",
+     req(attn_bias=[[0, 0, 0], [0, 1e39, 0], [0, 0, 0]]),
+     bad("/attn_bias/1/1")),
+    ("v2_attn_mask_shape", req(attn_mask=[[False] * 2] * 3),
+     bad("/attn_mask")),
+    ("v2_attn_mask_heads_ne_h", req(attn_mask=[[[False] * 3] * 3] * 4),
+     bad("/attn_mask")),
+    ("v2_attn_mask_numbers", req(attn_mask=[[0, 1, 0]] * 3),
+     bad("/attn_mask/0/0")),
+    # -- window / global_tokens ---------------------------------------------
+    ("v2_window_left_negative", req(window={"left": -1}),
+     bad("/window/left")),
+    ("v2_window_right_negative", req(window={"left": 1, "right": -2}),
+     bad("/window/right")),
+    ("v2_window_fraction", req(window={"right": 1.5}),
+     bad("/window/right")),
+    ("v2_window_unknown_key", req(window={"lft": 2}),
+     msg(bad("/window/lft"), "did you mean", "left")),
+    ("v2_window_number", req(window=2), bad("/window")),
+    ("v2_global_token_out_of_range", req(window={"left": 1, "right": 1},
+                                         global_tokens=[0, 7]),
+     bad("/global_tokens/1")),
+    ("v2_global_token_negative", req(window={"left": 1},
+                                     global_tokens=[-1]),
+     bad("/global_tokens/0")),
+    # -- softcap --------------------------------------------------------------
+    ("v2_softcap_zero", req(softcap=0), bad("/softcap")),
+    ("v2_softcap_negative", req(softcap=-50), bad("/softcap")),
+    ("v2_softcap_string", req(softcap="50"), bad("/softcap")),
+    # -- qk_norm --------------------------------------------------------------
+    ("v2_qk_norm_q_weight_len",
+     req(qk_norm={"q_weight": [1, 1, 1], "k_weight": [1, 1]}),
+     bad("/qk_norm/q_weight")),
+    ("v2_qk_norm_k_weight_len_all",
+     req(qk_norm={"q_weight": [1] * 4, "k_weight": [1] * 2, "over": "all"}),
+     bad("/qk_norm/k_weight")),
+    ("v2_qk_norm_over_unknown",
+     req(qk_norm={"q_weight": [1, 1], "k_weight": [1, 1], "over": "layer"}),
+     bad("/qk_norm/over")),
+    ("v2_qk_norm_eps_negative",
+     req(qk_norm={"q_weight": [1, 1], "k_weight": [1, 1], "eps": -1e-6}),
+     bad("/qk_norm/eps")),
+    ("v2_qk_norm_unknown_key",
+     req(qk_norm={"q_weight": [1, 1], "k_weight": [1, 1], "oevr": "all"}),
+     msg(bad("/qk_norm/oevr"), "did you mean", "over")),
+    # -- weight layout, packed projections, value ---------------------------
+    ("v2_weight_layout_unknown", req(weight_layout="row_major"),
+     bad("/weight_layout")),
+    ("v2_weight_layout_case", req(weight_layout="Out_In"),
+     bad("/weight_layout")),
+    ("v2_w_qkv_with_w_q", dict(QKV, w_q=mat(4, 4, 0.1)), bad("/w_q")),
+    ("v2_b_qkv_with_b_q", dict(QKV, b_qkv=[0.0] * 12, b_q=[0.0] * 4),
+     bad("/b_q")),
+    ("v2_w_qkv_rows_not_divisible", dict(QKV_OUT_IN, w_qkv=mat(10, 4)),
+     bad("/w_qkv")),
+    ("v2_w_qkv_cols_not_divisible", dict(QKV, w_qkv=mat(4, 10)),
+     bad("/w_qkv/0")),
+    ("v2_w_qkv_in_ne_d_model", dict(QKV_OUT_IN, w_qkv=mat(12, 5)),
+     bad("/w_qkv/0")),
+    ("v2_b_qkv_len", dict(QKV, b_qkv=[0.0] * 11), bad("/b_qkv")),
+    ("v2_w_qkv_memory_width_ne_d_model", dict(QKV, memory=mat(5, 6)),
+     bad("/memory")),
+    ("v2_qkv_order_unknown", dict(QKV, qkv_order="kqv"), bad("/qkv_order")),
+    ("v2_qkv_order_per_head_gqa", dict(QKV, num_kv_heads=1,
+                                       w_qkv=mat(4, 8),
+                                       qkv_order="per_head"),
+     bad("/qkv_order")),
+    ("v2_value_rows_ne_m", dict(CROSS, value=mat(4, 3), w_v=mat(3, 4)),
+     bad("/value")),
+    ("v2_value_w_v_rows_ne_d_val", dict(CROSS, value=mat(5, 3)),
+     bad("/w_v")),
+    # -- extras -------------------------------------------------------------
+    ("v2_value_norms_string", req(value_norms="yes"), bad("/value_norms")),
+    ("v2_return_qk_number", req(return_qk=1), bad("/return_qk")),
+    # -- unknown fields -----------------------------------------------------
+    ("v2_unknown_field_typo", req(key_pading_mask=[False, False, True]),
+     msg(bad("/key_pading_mask"), "did you mean", "key_padding_mask")),
+    ("v2_unknown_field_typo_num_heads", req(num_head=2),
+     msg(bad("/num_head"), "did you mean", "num_heads")),
+    ("v2_unknown_field_far", req(temperature=0.7), bad("/temperature")),
+    ("v2_tensor_object_unknown_key", b64_x(order="C"), bad("/x/order")),
+    # -- non-finite tokens (400 invalid_json, like nan_literal above) -------
+    ("v2_nan_token_in_x", nonfinite_token("NaN", "x", [1, 2]),
+     msg(err(400, "invalid_json"), "NaN")),
+    ("v2_infinity_token_in_w_q", nonfinite_token("Infinity", "w_q", [0, 3]),
+     msg(err(400, "invalid_json"), "Infinity")),
+    ("v2_minus_infinity_token_in_w_v", nonfinite_token("-Infinity", "w_v",
+                                                       [3, 0]),
+     msg(err(400, "invalid_json"), "Infinity")),
+]
+
 # HTTP-level faults: (name, body, files, expected). files maps a case file
 # name (method, path, headers, pad, chunked) to its content.
 GOOD = json.dumps(BASE).encode()
@@ -451,6 +629,8 @@ def write_case(root, name, body, expected, files=None):
         lines.append("field %s" % expected["field"])
     if "header" in expected:
         lines.append("header %s" % expected["header"])
+    for part in expected.get("message", []):
+        lines.append("message %s" % part)
     with open(os.path.join(d, "expected"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -460,7 +640,7 @@ def main():
     if os.path.isdir(root):
         shutil.rmtree(root)
     names = set()
-    for name, body, expected in ROWS:
+    for name, body, expected in ROWS + V2_ROWS:
         assert name not in names, name
         names.add(name)
         if not isinstance(body, bytes):

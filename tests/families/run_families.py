@@ -2,7 +2,8 @@
 """run_families.py: the model-family fixtures against a real attnd.
 
     run_families.py --attnd build/attnd [--cases tests/families/cases]
-                    [--v1 tests/fixtures/lib] [NAME...]
+                    [--v1 tests/fixtures/lib]
+                    [--messages tests/cases/invalid] [NAME...]
 
 python3 standard library only. Starts attnd on a free loopback port
 (tests/robust/attnd_proc.py), then:
@@ -11,6 +12,10 @@ python3 standard library only. Starts attnd on a free loopback port
     posts its "request", expects 200 and, for every field of "expect"
     (output, attention, value_norms, q, k), the same nested shape and
     |served - expected| <= tol * (1 + |expected|) element-wise;
+  * with --messages tests/cases/invalid: the bad-input cases whose
+    `expected` names substrings of the error message (`message S` lines:
+    did-you-mean for a misspelt field, NaN and Infinity tokens), which
+    tests/robust/run_cases.py does not check;
   * every v1 fixture tests/fixtures/lib/*.txt (PyTorch's and NumPy's
     answers, written by tests/gen/gen_lib_fixtures.py): the same request
     in v1 form must still get that answer, and an answer without the v2
@@ -227,6 +232,44 @@ def run_v1(port, path, tol):
             (name + "+v2_defaults", ok2, lines2)]
 
 
+# -- error messages of the bad-input table -----------------------------------
+
+def run_messages(port, cases_dir):
+    """Cases of tests/cases/invalid whose `expected` has `message S` lines
+    (tests/robust/run_cases.py checks their status, code and pointer but
+    not these): each S must occur in error.message, ignoring case."""
+    import run_cases  # tests/robust, beside attnd_proc
+    results = []
+    for name in sorted(os.listdir(cases_dir)):
+        d = os.path.join(cases_dir, name)
+        with open(os.path.join(d, "expected")) as f:
+            want = [line[len("message "):].strip() for line in f
+                    if line.startswith("message ")]
+        if not want:
+            continue
+        exp = run_cases.parse_expected(d)
+        try:
+            r = attnd_proc.raw_request(port, run_cases.build_request(d),
+                                       timeout=20)
+        except (attnd_proc.Hang, ConnectionError) as e:
+            results.append(("message/" + name, False, ["no answer: %s" % e]))
+            continue
+        try:
+            e = r.json()["error"]
+            message = e.get("message") or ""
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            e, message = {}, ""
+        lines = ["status %d, code %s, field %s: %r" % (
+            r.status, e.get("code"), e.get("field"), message[:200])]
+        ok = r.status == int(exp["status"])
+        for part in want:
+            if part.lower() not in message.lower():
+                ok = False
+                lines.append("message lacks %r" % part)
+        results.append(("message/" + name, ok, lines))
+    return results
+
+
 # -- main -------------------------------------------------------------------
 
 def main():
@@ -235,6 +278,9 @@ def main():
     ap.add_argument("--cases", default=os.path.join(HERE, "cases"))
     ap.add_argument("--v1", default=os.path.join(ROOT, "tests", "fixtures",
                                                  "lib"))
+    ap.add_argument("--messages", default=None,
+                    help="also check the error messages the bad-input "
+                    "table asks for (tests/cases/invalid)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
 
@@ -268,6 +314,9 @@ def main():
                                               os.path.join(args.v1, f),
                                               1e-4):
                     results.append((name, ok, lines, "v1"))
+        if srv.alive() and args.messages and not args.names:
+            for name, ok, lines in run_messages(srv.port, args.messages):
+                results.append((name, ok, lines, "bad input"))
     finally:
         rc = srv.stop()
     if rc != 0:
