@@ -71,6 +71,10 @@ static const config__option config__options[] = {
     {"cors-origins", "ATTND_CORS_ORIGINS", CONFIG__ORIGINS,
      CONFIG__AT(cors_origins), 0, 0,
      "\"*\" or comma-separated origins allowed by CORS"},
+    {"tensor-store-bytes", "ATTND_TENSOR_STORE_BYTES", CONFIG__SIZE,
+     CONFIG__AT(tensor_store_bytes), 0, SIZE_MAX,
+     "bytes of float32 values the tensor store keeps (POST /tensors, refs "
+     "in /attend), least recently used forgotten first; 0 turns it off"},
     {"drain-delay", "ATTND_DRAIN_DELAY", CONFIG__SECS,
      CONFIG__AT(drain_delay_s), 0, 3600,
      "seconds between SIGTERM (/readyz 503) and refusing new work"},
@@ -94,6 +98,9 @@ void config_defaults(config *cfg)
     cfg->body_timeout_s = 120;
     limits_defaults(&cfg->limits);
     strcpy(cfg->cors_origins, "*");
+    /* 256 MiB: the four d_model^2 projections of 27 layers at d_model 768
+     * (9 MiB a layer), BERT-base's twelve twice over. */
+    cfg->tensor_store_bytes = (size_t)256 << 20;
     cfg->quiet = false;
     cfg->drain_delay_s = 0;
     cfg->healthcheck = false;

@@ -22,6 +22,9 @@ typedef struct config {
     limits_config limits;   /* --max-* and --timeout, see attend/limits_config.h */
     char cors_origins[1024]; /* --cors-origins ATTND_CORS_ORIGINS: "*" or a
                                 comma-separated list of origins */
+    size_t tensor_store_bytes; /* --tensor-store-bytes
+                                  ATTND_TENSOR_STORE_BYTES: bytes of values
+                                  the tensor store keeps; 0: no store */
     bool quiet;             /* --quiet ATTND_QUIET: no per-request log */
     double drain_delay_s;   /* --drain-delay ATTND_DRAIN_DELAY */
     bool healthcheck;       /* --healthcheck: probe a running attnd */

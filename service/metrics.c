@@ -43,6 +43,7 @@ struct metrics {
     uint64_t bytes_in, bytes_out;
     char version[32], mhd_version[32];
     size_t threads;
+    store *store; /* read at render time; may be NULL */
 };
 
 metrics *metrics_new(void)
@@ -133,6 +134,13 @@ void metrics_set_build_info(metrics *m, const char *version,
     snprintf(m->version, sizeof m->version, "%s", version);
     snprintf(m->mhd_version, sizeof m->mhd_version, "%s", mhd_version);
     m->threads = threads;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_set_store(metrics *m, store *s)
+{
+    pthread_mutex_lock(&m->mu);
+    m->store = s;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -245,6 +253,32 @@ char *metrics_render(metrics *m, size_t *len)
     metrics__hist_render(&t, "attnd_compute_duration_seconds",
                          "Library wall time per /attend request.",
                          &m->compute);
+    store_stats st;
+    store_get_stats(m->store, &st);
+    metrics__printf(&t,
+                    "# HELP attnd_tensor_store_entries Tensors in the tensor "
+                    "store.\n"
+                    "# TYPE attnd_tensor_store_entries gauge\n"
+                    "attnd_tensor_store_entries %zu\n"
+                    "# HELP attnd_tensor_store_bytes Bytes of float32 values "
+                    "in the tensor store.\n"
+                    "# TYPE attnd_tensor_store_bytes gauge\n"
+                    "attnd_tensor_store_bytes %zu\n",
+                    st.entries, st.bytes);
+    metrics__printf(&t,
+                    "# HELP attnd_tensor_store_hits_total Lookups of a ref "
+                    "(in /attend, GET or HEAD /tensors) that found it.\n"
+                    "# TYPE attnd_tensor_store_hits_total counter\n"
+                    "attnd_tensor_store_hits_total %" PRIu64 "\n"
+                    "# HELP attnd_tensor_store_misses_total Lookups of a ref "
+                    "that did not find it.\n"
+                    "# TYPE attnd_tensor_store_misses_total counter\n"
+                    "attnd_tensor_store_misses_total %" PRIu64 "\n"
+                    "# HELP attnd_tensor_store_evictions_total Tensors "
+                    "forgotten to make room for new ones.\n"
+                    "# TYPE attnd_tensor_store_evictions_total counter\n"
+                    "attnd_tensor_store_evictions_total %" PRIu64 "\n",
+                    st.hits, st.misses, st.evictions);
     pthread_mutex_unlock(&m->mu);
     if (t.failed) {
         free(t.buf);

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "store/store.h"
+
 typedef struct metrics metrics;
 
 /* A new, zeroed set; NULL when out of memory. Free with metrics_free. */
@@ -27,6 +29,11 @@ size_t metrics_in_flight(metrics *m);
 /* Static labels of attnd_build_info (strings are copied). */
 void metrics_set_build_info(metrics *m, const char *version,
                             const char *mhd_version, size_t threads);
+
+/* The tensor store whose statistics every render reads (the
+ * attnd_tensor_store_* families); NULL, the default, renders them as 0.
+ * s must outlive m or be unset first. */
+void metrics_set_store(metrics *m, store *s);
 
 /* The exposition text as a malloc'd NUL-terminated string (caller frees)
  * and its length; NULL when out of memory. */

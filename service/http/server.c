@@ -38,6 +38,8 @@
 #include "errors.h"
 #include "log.h"
 #include "pool.h"
+#include "store/store.h"
+#include "store/tensors_http.h"
 
 /* Streamed /attend responses are produced in blocks of this size. */
 #define HTTP__BLOCK_SIZE (64 * 1024)
@@ -56,7 +58,9 @@ typedef enum http__route {
     HTTP__ROUTE_READYZ,
     HTTP__ROUTE_METRICS,
     HTTP__ROUTE_OPENAPI,
-    HTTP__ROUTE_ASSET
+    HTTP__ROUTE_ASSET,
+    HTTP__ROUTE_TENSORS, /* POST /tensors */
+    HTTP__ROUTE_TENSOR   /* GET, HEAD /tensors/<ref> */
 } http__route;
 
 typedef struct http__route_row {
@@ -70,7 +74,12 @@ static const http__route_row http__routes[] = {
     {"/attend", HTTP__ROUTE_ATTEND},     {"/healthz", HTTP__ROUTE_HEALTHZ},
     {"/livez", HTTP__ROUTE_LIVEZ},       {"/readyz", HTTP__ROUTE_READYZ},
     {"/metrics", HTTP__ROUTE_METRICS},   {"/openapi.json", HTTP__ROUTE_OPENAPI},
+    {"/tensors", HTTP__ROUTE_TENSORS},
 };
+
+/* GET /tensors/<ref>: matched by this prefix, counted under one label. */
+#define HTTP__TENSOR_PREFIX "/tensors/"
+#define HTTP__TENSOR_LABEL "/tensors/{ref}"
 
 #define HTTP__ALLOW_POST "POST, OPTIONS"
 #define HTTP__ALLOW_GET "GET, HEAD, OPTIONS"
@@ -80,6 +89,7 @@ struct server {
     struct MHD_Daemon *daemon;
     pool *pool;
     metrics *metrics;
+    store *store; /* NULL: --tensor-store-bytes 0 */
     uint16_t port;
     atomic_bool shutting_down; /* /readyz 503 */
     atomic_bool refusing;      /* quiesced: new /attend refused */
@@ -277,6 +287,29 @@ static enum MHD_Result http__preflight(http_request *r,
     return http__queue(r, c, 204, resp, 0);
 }
 
+/* An answer of the tensor store's endpoints (tensors_http.h), or its
+ * error. */
+static enum MHD_Result http__store_answer(http_request *r,
+                                          struct MHD_Connection *c, int rc,
+                                          store_http_answer *ans,
+                                          const codec_error *e)
+{
+    if (rc)
+        return http__send_error(r, c, e, NULL);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        ans->len, ans->body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(ans->body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            ans->content_type);
+    if (ans->location[0])
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION,
+                                ans->location);
+    return http__queue(r, c, ans->status, resp, ans->len);
+}
+
 /* -- GET routes ---------------------------------------------------------- */
 
 static enum MHD_Result http__get(http_request *r, struct MHD_Connection *c,
@@ -312,7 +345,16 @@ static enum MHD_Result http__get(http_request *r, struct MHD_Connection *c,
                                "no asset for %s in this build", r->path);
         return http__send(r, c, 200, a->content_type, a->data, a->len,
                           MHD_RESPMEM_PERSISTENT);
+    case HTTP__ROUTE_TENSOR: {
+        const char *ref = r->path + strlen(HTTP__TENSOR_PREFIX);
+        store_http_answer ans;
+        codec_error e;
+        memset(&e, 0, sizeof e);
+        int rc = store_http_get(srv->store, ref, strlen(ref), &ans, &e);
+        return http__store_answer(r, c, rc, &ans, &e);
+    }
     case HTTP__ROUTE_ATTEND:
+    case HTTP__ROUTE_TENSORS:
     case HTTP__ROUTE_NONE:
         break;
     }
@@ -411,6 +453,16 @@ static enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
                            r->bytes_in, srv->cfg.limits.max_body_bytes);
     codec_error err;
     memset(&err, 0, sizeof err);
+    if (r->route == HTTP__ROUTE_TENSORS) {
+        store_http_answer ans;
+        int rc = store_http_post(
+            srv->store,
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                        MHD_HTTP_HEADER_CONTENT_TYPE),
+            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "shape"),
+            r->body, r->body_len, &ans, &err);
+        return http__store_answer(r, c, rc, &ans, &err);
+    }
     codec_request *req = NULL;
     int rc = codec_parse(r->body ? r->body : "", r->body_len,
                          &srv->cfg.limits, &req, &err);
@@ -462,6 +514,10 @@ static http__route http__find_route(const char *path, const asset **a,
                 *a = assets_find(path);
             return http__routes[i].route;
         }
+    if (!strncmp(path, HTTP__TENSOR_PREFIX, strlen(HTTP__TENSOR_PREFIX))) {
+        *label = HTTP__TENSOR_LABEL;
+        return HTTP__ROUTE_TENSOR;
+    }
     *a = assets_find(path);
     if (*a) {
         *label = (*a)->path; /* the assets are a fixed, embedded set */
@@ -543,7 +599,15 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
     if (r->route == HTTP__ROUTE_NONE)
         return http__error(r, c, ERRORS_NOT_FOUND, NULL,
                            "no such path: %.200s", r->path);
-    bool is_post_route = r->route == HTTP__ROUTE_ATTEND;
+    bool tensors = r->route == HTTP__ROUTE_TENSORS ||
+                   r->route == HTTP__ROUTE_TENSOR;
+    if (tensors && !srv->store)
+        return http__error(r, c, ERRORS_NOT_FOUND, NULL,
+                           "no such path: %.200s (the tensor store is off: "
+                           "--tensor-store-bytes 0)",
+                           r->path);
+    bool is_post_route = r->route == HTTP__ROUTE_ATTEND ||
+                         r->route == HTTP__ROUTE_TENSORS;
     const char *allow = is_post_route ? HTTP__ALLOW_POST : HTTP__ALLOW_GET;
     if (!strcmp(r->method, "OPTIONS"))
         return http__preflight(r, c, allow);
@@ -560,10 +624,14 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
                            r->method, r->path, allow);
     const char *type = MHD_lookup_connection_value(
         c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (!http__is_json(type))
+    if (r->route == HTTP__ROUTE_TENSORS ? !store_http_media_ok(type)
+                                        : !http__is_json(type))
         return http__error(r, c, ERRORS_UNSUPPORTED_MEDIA_TYPE, NULL,
-                           "expected Content-Type application/json, found "
+                           "expected Content-Type application/json%s, found "
                            "%s%.100s%s",
+                           r->route == HTTP__ROUTE_TENSORS
+                               ? " or application/octet-stream"
+                               : "",
                            type ? "\"" : "", type ? type : "none",
                            type ? "\"" : "");
     if (atomic_load(&srv->refusing))
@@ -772,6 +840,11 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
         return -1;
     }
 
+    if (store_new(cfg->tensor_store_bytes, &srv->store)) {
+        snprintf(err, err_cap, "out of memory for the tensor store");
+        server_stop(srv);
+        return -1;
+    }
     size_t threads = cfg->threads ? cfg->threads : config_usable_cores();
     srv->metrics = metrics_new();
     if (!srv->metrics || pool_new(threads, &srv->pool)) {
@@ -786,6 +859,7 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
     snprintf(mhd_version, sizeof mhd_version, "%s", MHD_get_version());
     metrics_set_build_info(srv->metrics, CONFIG_VERSION, mhd_version,
                            threads);
+    metrics_set_store(srv->metrics, srv->store);
 
     srv->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, http__access, srv, MHD_OPTION_EXTERNAL_LOGGER,
@@ -861,6 +935,8 @@ void server_stop(server *srv)
     }
     pool_free(srv->pool);
     metrics_free(srv->metrics);
+    /* after the daemon: no request holds a stored tensor any more */
+    store_free(srv->store);
     pthread_cond_destroy(&srv->idle);
     pthread_mutex_destroy(&srv->mu);
     free(srv);
@@ -874,4 +950,9 @@ const attn_executor *server_executor(server *srv)
 metrics *server_metrics(server *srv)
 {
     return srv->metrics;
+}
+
+store *server_store(server *srv)
+{
+    return srv->store;
 }

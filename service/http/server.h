@@ -14,6 +14,7 @@
 #include "attn.h"
 #include "config.h"
 #include "metrics.h"
+#include "store/store.h"
 
 typedef struct server server;
 
@@ -53,5 +54,9 @@ void server_stop(server *srv);
  * metrics, valid until server_stop. */
 const attn_executor *server_executor(server *srv);
 metrics *server_metrics(server *srv);
+
+/* The tensor store (borrowed, valid until server_stop); NULL when
+ * --tensor-store-bytes is 0. */
+store *server_store(server *srv);
 
 #endif

@@ -530,6 +530,469 @@ START_TEST(test_store_concurrent_stress)
 }
 END_TEST
 
+/* -- configuration ------------------------------------------------------------------ */
+
+START_TEST(test_store_config_option)
+{
+    config cfg;
+    char *argv0[] = {"attnd", NULL};
+    unsetenv("ATTND_TENSOR_STORE_BYTES");
+    ck_assert_int_eq(config_parse(&cfg, 1, argv0, stdout, stderr), CONFIG_RUN);
+    ck_assert_uint_eq(cfg.tensor_store_bytes, (size_t)256 << 20);
+    setenv("ATTND_TENSOR_STORE_BYTES", "4096", 1);
+    ck_assert_int_eq(config_parse(&cfg, 1, argv0, stdout, stderr), CONFIG_RUN);
+    ck_assert_uint_eq(cfg.tensor_store_bytes, 4096);
+    char *argv1[] = {"attnd", "--tensor-store-bytes", "0", NULL};
+    ck_assert_int_eq(config_parse(&cfg, 3, argv1, stdout, stderr), CONFIG_RUN);
+    ck_assert_uint_eq(cfg.tensor_store_bytes, 0);
+    unsetenv("ATTND_TENSOR_STORE_BYTES");
+}
+END_TEST
+
+/* -- the endpoints over HTTP ------------------------------------------------------- */
+
+static void store_post(uint16_t port, const char *path, const char *type,
+                       const void *body, size_t len, ts_response *out)
+{
+    ts_request q = {.method = "POST", .path = path, .content_type = type,
+                    .body = body, .body_len = len};
+    ts_http(port, &q, out);
+}
+
+/* The string member name of a JSON object text (copied to buf). */
+static const char *store_json_str(const char *text, const char *name,
+                                  char *buf, size_t cap)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s", text);
+    const char *v = json_string_value(json_object_get(j, name));
+    ck_assert_msg(v != NULL, "no string \"%s\" in %s", name, text);
+    snprintf(buf, cap, "%s", v);
+    json_decref(j);
+    return buf;
+}
+
+/* Standard base64 with padding, decoded; the number of bytes. */
+static size_t store_unbase64(const char *s, unsigned char *out)
+{
+    static const char a[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (; *s && *s != '='; s++) {
+        const char *p = strchr(a, *s);
+        ck_assert_ptr_nonnull(p);
+        acc = acc << 6 | (uint32_t)(p - a);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[n++] = (unsigned char)(acc >> bits);
+        }
+    }
+    return n;
+}
+
+/* What the store of srv holds now. */
+static store_stats store_stats_of(server *srv)
+{
+    store_stats st;
+    store_get_stats(server_store(srv), &st);
+    return st;
+}
+
+START_TEST(test_store_http_upload_and_get)
+{
+    config cfg;
+    ts_config(&cfg);
+    server *srv = ts_start(&cfg);
+    uint16_t port = server_port(srv);
+    ck_assert_ptr_nonnull(server_store(srv));
+    /* struct.pack("<6f", 1, 2, 3, 4, 5, 6): base64 and hashlib's sha256 */
+    static const char b64[] = "AACAPwAAAEAAAEBAAACAQAAAoEAAAMBA";
+    static const char ref[] = "sha256:24ae2dfe8df57c1b80e54cef3d90ac3b417fd98"
+                              "973345a5f616bbc9a75dcc202";
+    static const char answer[] =
+        "{\"ref\":\"sha256:24ae2dfe8df57c1b80e54cef3d90ac3b417fd98973345a5f616"
+        "bbc9a75dcc202\",\"shape\":[2,3],\"bytes\":24}";
+    ts_response r;
+    char buf[256], path[128];
+
+    /* a nested array: new, 201 with its place */
+    const char arr[] = "[[1, 2, 3],\n [4, 5, 6.0]]";
+    store_post(port, "/tensors", "application/json", arr, strlen(arr), &r);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    ck_assert_str_eq(r.body, answer);
+    snprintf(path, sizeof path, "/tensors/%s", ref);
+    ck_assert_str_eq(ts_header(&r, "Location", buf, sizeof buf), path);
+    ck_assert(!strncmp(ts_header(&r, "Content-Type", buf, sizeof buf),
+                       "application/json", 16));
+    ts_response_free(&r);
+    /* the same again: 200 */
+    store_post(port, "/tensors", "application/json", arr, strlen(arr), &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, answer);
+    ts_response_free(&r);
+    /* the same bytes as a tensor object of another shape: the first
+     * upload's shape stands */
+    char obj[160];
+    snprintf(obj, sizeof obj,
+             "{\"dtype\":\"float32\",\"shape\":[6],\"data\":\"%s\"}", b64);
+    store_post(port, "/tensors", "application/json; charset=utf-8", obj,
+               strlen(obj), &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, answer);
+    ts_response_free(&r);
+    /* and as raw bytes */
+    const float six[6] = {1, 2, 3, 4, 5, 6};
+    store_post(port, "/tensors?shape=6", "application/octet-stream", six,
+               sizeof six, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, answer);
+    ts_response_free(&r);
+
+    /* GET: the tensor object, which POST takes back */
+    ts_request q = {.path = path};
+    ts_http(port, &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    snprintf(obj, sizeof obj,
+             "{\"dtype\":\"float32\",\"shape\":[2,3],\"data\":\"%s\"}", b64);
+    ck_assert_str_eq(r.body, obj);
+    ts_response_free(&r);
+    /* HEAD: the same headers, no body */
+    q.method = "HEAD";
+    ts_http(port, &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.len, 0);
+    ck_assert_str_eq(ts_header(&r, "Content-Length", buf, sizeof buf), "75");
+    ck_assert(!strncmp(ts_header(&r, "Content-Type", buf, sizeof buf),
+                       "application/json", 16));
+    ts_response_free(&r);
+
+    /* octet-stream of a 4-D tensor: GET gives back the very bytes */
+    size_t n = 3 * 4 * 5 * 7;
+    float *v = store_values(77, n);
+    v[5] = -0.0f;
+    v[6] = 1e-45f; /* subnormal */
+    store_post(port, "/tensors?shape=3,4,5,7", "application/octet-stream", v,
+               n * sizeof *v, &r);
+    ck_assert_msg(r.status == 201, "%ld %s", r.status, r.body);
+    char ref2[80];
+    store_json_str(r.body, "ref", ref2, sizeof ref2);
+    ck_assert(strstr(r.body, "\"shape\":[3,4,5,7],\"bytes\":1680}"));
+    unsigned char h[32];
+    char want[72];
+    ck_assert_int_eq(store_hash(v, n, h), 0);
+    store_ref_format(h, want);
+    ck_assert_str_eq(ref2, want);
+    ts_response_free(&r);
+    snprintf(path, sizeof path, "/tensors/%s", ref2);
+    q.method = NULL;
+    ts_http(port, &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    char *data = malloc(r.len);
+    store_json_str(r.body, "data", data, r.len);
+    unsigned char *bytes = malloc(r.len);
+    ck_assert_uint_eq(store_unbase64(data, bytes), n * sizeof *v);
+    ck_assert_mem_eq(bytes, v, n * sizeof *v);
+    ck_assert(strstr(r.body, "\"shape\":[3,4,5,7]"));
+    free(bytes);
+    free(data);
+    free(v);
+    ts_response_free(&r);
+
+    store_stats st = store_stats_of(srv);
+    ck_assert_uint_eq(st.entries, 2);
+    ck_assert_uint_eq(st.bytes, 24 + 1680);
+    ck_assert_uint_eq(st.hits, 3);
+    server_stop(srv);
+}
+END_TEST
+
+START_TEST(test_store_http_errors)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.limits.max_body_bytes = 4096;
+    cfg.tensor_store_bytes = 2048;
+    server *srv = ts_start(&cfg);
+    uint16_t port = server_port(srv);
+    ts_response r;
+    float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    char path[128];
+
+    /* octet-stream: length not 4 x the shape's product, or no shape */
+    store_post(port, "/tensors?shape=3,3", "application/octet-stream", v,
+               sizeof v, &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ck_assert(strstr(r.body, "32 bytes") && strstr(r.body, "[3,3]"));
+    ts_response_free(&r);
+    store_post(port, "/tensors?shape=7", "application/octet-stream", v,
+               sizeof v - 2, &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ts_response_free(&r);
+    store_post(port, "/tensors", "application/octet-stream", v, sizeof v, &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ts_response_free(&r);
+    static const char *const bad_shapes[] = {
+        "0,8", "8,", ",8", "2,x", "1,1,1,1,8", "-8", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad_shapes / sizeof bad_shapes[0]; i++) {
+        snprintf(path, sizeof path, "/tensors?shape=%s", bad_shapes[i]);
+        store_post(port, path, "application/octet-stream", v, sizeof v, &r);
+        ts_assert_error(&r, 422, "invalid_request");
+        ts_response_free(&r);
+    }
+    /* non-finite values, in each form */
+    float nf[8];
+    memcpy(nf, v, sizeof v);
+    nf[3] = NAN;
+    store_post(port, "/tensors?shape=8", "application/octet-stream", nf,
+               sizeof nf, &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ck_assert(strstr(r.body, "value 3"));
+    ts_response_free(&r);
+    nf[3] = -INFINITY;
+    store_post(port, "/tensors?shape=2,4", "application/octet-stream", nf,
+               sizeof nf, &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ts_response_free(&r);
+    const char big[] = "[[1, 2], [3, 1e39]]";
+    store_post(port, "/tensors", "application/json", big, strlen(big), &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ts_response_free(&r);
+    /* [1, inf]: 0x7f800000 is AACAfw== in base64 */
+    const char inf[] =
+        "{\"dtype\":\"float32\",\"shape\":[2],\"data\":\"AACAPwAAgH8=\"}";
+    store_post(port, "/tensors", "application/json", inf, strlen(inf), &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ts_response_free(&r);
+    /* not a tensor, or not JSON */
+    static const char *const not_tensors[] = {"\"abc\"", "{}", "[]",
+                                              "[[1], [2, 3]]",
+                                              "[[[[[1]]]]]", "7"};
+    for (size_t i = 0; i < sizeof not_tensors / sizeof not_tensors[0]; i++) {
+        store_post(port, "/tensors", "application/json", not_tensors[i],
+                   strlen(not_tensors[i]), &r);
+        ts_assert_error(&r, 422, "invalid_request");
+        ts_response_free(&r);
+    }
+    static const char *const not_json[] = {"", "[1, 2", "[1] [2]", "abc"};
+    for (size_t i = 0; i < sizeof not_json / sizeof not_json[0]; i++) {
+        store_post(port, "/tensors", "application/json", not_json[i],
+                   strlen(not_json[i]), &r);
+        ts_assert_error(&r, 400, "invalid_json");
+        ts_response_free(&r);
+    }
+    store_post(port, "/tensors", "text/plain", "[1]", 3, &r);
+    ts_assert_error(&r, 415, "unsupported_media_type");
+    ts_response_free(&r);
+    /* over --max-body-bytes, and over the whole store */
+    char *body = malloc(8192);
+    memset(body, ' ', 8192);
+    body[0] = '[';
+    memcpy(body + 8189, "1]", 2);
+    store_post(port, "/tensors", "application/json", body, 8191, &r);
+    ts_assert_error(&r, 413, "too_large");
+    ts_response_free(&r);
+    store_post(port, "/tensors?shape=1025", "application/octet-stream", body,
+               4100, &r);
+    ts_assert_error(&r, 413, "too_large");
+    ts_response_free(&r);
+    float *many = store_values(3, 513); /* 2052 bytes > 2048 */
+    store_post(port, "/tensors?shape=513", "application/octet-stream", many,
+               513 * sizeof(float), &r);
+    ts_assert_error(&r, 413, "too_large");
+    ck_assert(strstr(r.body, "--tensor-store-bytes"));
+    ts_response_free(&r);
+    free(many);
+    free(body);
+    /* nothing was stored by any of the above */
+    store_stats st = store_stats_of(srv);
+    ck_assert_uint_eq(st.entries, 0);
+
+    /* refs in the path: malformed (404, like any path that names nothing)
+     * or not held (404) */
+    static const char *const bad_refs[] = {
+        "/tensors/sha256:xyz", "/tensors/", "/tensors/sha256:",
+        "/tensors/SHA256:24ae2dfe8df57c1b80e54cef3d90ac3b417fd98973345a5f616b"
+        "bc9a75dcc202",
+        "/tensors/sha256:24AE2DFE8DF57C1B80E54CEF3D90AC3B417FD98973345A5F616B"
+        "BC9A75DCC202",
+        "/tensors/sha256:24ae2dfe8df57c1b80e54cef3d90ac3b417fd98973345a5f616b"
+        "bc9a75dcc2021",
+        "/tensors/sha256:24ae2dfe8df57c1b80e54cef3d90ac3b417fd98973345a5f616b"
+        "bc9a75dcc202"};
+    for (size_t i = 0; i < sizeof bad_refs / sizeof bad_refs[0]; i++) {
+        ts_request q = {.path = bad_refs[i]};
+        ts_http(port, &q, &r);
+        ts_assert_error(&r, 404, "not_found");
+        ts_response_free(&r);
+    }
+    st = store_stats_of(srv);
+    ck_assert_uint_eq(st.misses, 1); /* only the well-formed ref looked up */
+
+    /* methods */
+    ts_request q = {.path = "/tensors"};
+    ts_http(port, &q, &r);
+    ts_assert_error(&r, 405, "method_not_allowed");
+    char allow[64];
+    ck_assert_str_eq(ts_header(&r, "Allow", allow, sizeof allow),
+                     "POST, OPTIONS");
+    ts_response_free(&r);
+    store_post(port, bad_refs[6], "application/json", "[1]", 3, &r);
+    ts_assert_error(&r, 405, "method_not_allowed");
+    ck_assert_str_eq(ts_header(&r, "Allow", allow, sizeof allow),
+                     "GET, HEAD, OPTIONS");
+    ts_response_free(&r);
+    server_stop(srv);
+}
+END_TEST
+
+START_TEST(test_store_http_off)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.tensor_store_bytes = 0;
+    server *srv = ts_start(&cfg);
+    uint16_t port = server_port(srv);
+    ck_assert_ptr_null(server_store(srv));
+    ts_response r;
+    store_post(port, "/tensors", "application/json", "[1]", 3, &r);
+    ts_assert_error(&r, 404, "not_found");
+    ts_response_free(&r);
+    ts_request q = {.path = "/tensors/sha256:24ae2dfe8df57c1b80e54cef3d90ac3"
+                            "b417fd98973345a5f616bbc9a75dcc202"};
+    ts_http(port, &q, &r);
+    ts_assert_error(&r, 404, "not_found");
+    ts_response_free(&r);
+    q.path = "/metrics";
+    ts_http(port, &q, &r);
+    ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_entries"), 0);
+    ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_bytes"), 0);
+    ts_response_free(&r);
+    server_stop(srv);
+}
+END_TEST
+
+START_TEST(test_store_http_metrics)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.tensor_store_bytes = 48; /* three tensors of 4 values */
+    server *srv = ts_start(&cfg);
+    uint16_t port = server_port(srv);
+    ts_response r;
+    char refs[4][80];
+    for (unsigned id = 0; id < 4; id++) {
+        float *v = store_values(id, 4);
+        store_post(port, "/tensors?shape=2,2", "application/octet-stream", v,
+                   4 * sizeof *v, &r);
+        ck_assert_int_eq(r.status, 201);
+        store_json_str(r.body, "ref", refs[id], sizeof refs[id]);
+        ts_response_free(&r);
+        free(v);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "/tensors/%s", refs[0]); /* evicted */
+    ck_assert_int_eq(ts_get_status(port, path), 404);
+    snprintf(path, sizeof path, "/tensors/%s", refs[3]);
+    ck_assert_int_eq(ts_get_status(port, path), 200);
+    snprintf(path, sizeof path, "/tensors/%s", refs[1]);
+    ck_assert_int_eq(ts_get_status(port, path), 200);
+
+    ts_request q = {.path = "/metrics"};
+    ts_http(port, &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_entries"), 3);
+    ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_bytes"), 48);
+    ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_hits_total"), 2);
+    ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_misses_total"),
+                        1);
+    ck_assert_double_eq(
+        ts_metric(r.body, "attnd_tensor_store_evictions_total"), 1);
+    static const char *const families[] = {
+        "attnd_tensor_store_entries gauge", "attnd_tensor_store_bytes gauge",
+        "attnd_tensor_store_hits_total counter",
+        "attnd_tensor_store_misses_total counter",
+        "attnd_tensor_store_evictions_total counter"};
+    for (size_t i = 0; i < 5; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "# TYPE %s\n", families[i]);
+        ck_assert_msg(strstr(r.body, line), "no %s", line);
+        size_t name_len = strcspn(families[i], " ");
+        snprintf(line, sizeof line, "# HELP %.*s ", (int)name_len,
+                 families[i]);
+        ck_assert_msg(strstr(r.body, line), "no %s", line);
+    }
+    ck_assert_double_eq(
+        ts_metric(r.body,
+                  "attnd_http_requests_total{path=\"/tensors\",status=\"201\"}"),
+        4);
+    ck_assert_double_eq(
+        ts_metric(r.body, "attnd_http_requests_total{path=\"/tensors/{ref}\","
+                          "status=\"404\"}"),
+        1);
+    ts_response_free(&r);
+    server_stop(srv);
+}
+END_TEST
+
+/* Eight clients upload the same tensor at once: one 201, seven 200, one
+ * entry. */
+typedef struct store_client_arg {
+    uint16_t port;
+    const float *v;
+    size_t n;
+    pthread_barrier_t *go;
+    long status;
+} store_client_arg;
+
+static void *store_client(void *p)
+{
+    store_client_arg *a = p;
+    pthread_barrier_wait(a->go);
+    ts_response r;
+    store_post(a->port, "/tensors?shape=256,256", "application/octet-stream",
+               a->v, a->n * sizeof(float), &r);
+    a->status = r.status;
+    ts_response_free(&r);
+    return NULL;
+}
+
+START_TEST(test_store_http_concurrent_uploads)
+{
+    config cfg;
+    ts_config(&cfg);
+    server *srv = ts_start(&cfg);
+    size_t n = 256 * 256;
+    float *v = store_values(5, n);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, STORE_THREADS);
+    pthread_t th[STORE_THREADS];
+    store_client_arg args[STORE_THREADS];
+    for (int i = 0; i < STORE_THREADS; i++) {
+        args[i] = (store_client_arg){server_port(srv), v, n, &go, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, store_client, &args[i]),
+                         0);
+    }
+    int created = 0, again = 0;
+    for (int i = 0; i < STORE_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        created += args[i].status == 201;
+        again += args[i].status == 200;
+    }
+    ck_assert_int_eq(created, 1);
+    ck_assert_int_eq(again, STORE_THREADS - 1);
+    store_stats st = store_stats_of(srv);
+    ck_assert_uint_eq(st.entries, 1);
+    ck_assert_uint_eq(st.bytes, n * sizeof(float));
+    pthread_barrier_destroy(&go);
+    free(v);
+    server_stop(srv);
+}
+END_TEST
+
 Suite *store_suite(void)
 {
     Suite *s = suite_create("store");
@@ -543,5 +1006,13 @@ Suite *store_suite(void)
     tcase_add_test(t, test_store_concurrent_same_bytes);
     tcase_add_test(t, test_store_concurrent_stress);
     suite_add_tcase(s, t);
+    TCase *h = tcase_create("store_http");
+    tcase_add_test(h, test_store_config_option);
+    tcase_add_test(h, test_store_http_upload_and_get);
+    tcase_add_test(h, test_store_http_errors);
+    tcase_add_test(h, test_store_http_off);
+    tcase_add_test(h, test_store_http_metrics);
+    tcase_add_test(h, test_store_http_concurrent_uploads);
+    suite_add_tcase(s, h);
     return s;
 }
