@@ -12,13 +12,19 @@ fault of the fixture).
 attend(request) -> {"output", "attention"?, "value_norms"?, "q"?, "k"?}
 with the contract's shapes (batch rank following x).
 """
+import base64
 import math
 
 import numpy as np
 
 
 def _a(v):
-    """Numbers as the service reads them: float32, then float64 here."""
+    """Numbers as the service reads them: float32, then float64 here; a
+    tensor object is decoded."""
+    if isinstance(v, dict):
+        raw = base64.b64decode(v["data"])
+        return np.frombuffer(raw, dtype="<f4").reshape(v["shape"]) \
+            .astype(np.float64)
     return np.asarray(v, dtype=np.float32).astype(np.float64)
 
 

@@ -38,6 +38,7 @@ implementation would build them), and generation fails if that float32 run
 is not well inside the tolerance: a fixture must be passable by a correct
 float32 service, not only by a float64 one.
 """
+import base64
 import json
 import math
 import os
@@ -774,6 +775,26 @@ def qwen3_value_norms_return_qk(G):
                      ), req, fwd, post
 
 
+def tensor_object(a):
+    """The contract's tensor object: float32 little-endian, base64."""
+    a = np.asarray(a, dtype="<f4")
+    return {"dtype": "float32", "shape": list(a.shape),
+            "data": base64.b64encode(a.tobytes()).decode()}
+
+
+@case
+def qwen3_extras_base64(G):
+    got = qwen3_value_norms_return_qk(G)
+    family, about, req, fwd, post = got
+    req = dict(req, encoding="base64",
+               qk_norm=dict(req["qk_norm"],
+                            q_weight=tensor_object(req["qk_norm"]
+                                                   ["q_weight"])))
+    return family, ("the same with encoding base64: output, attention, "
+                    "value_norms, q and k come back as tensor objects; "
+                    "qk_norm.q_weight sent as one"), req, fwd, post
+
+
 # -- GPT-J, GPT-NeoX, GPT-2 --------------------------------------------------
 
 @case
@@ -1200,6 +1221,15 @@ def t5_decoder_batch_shared_bias(G):
     return "T5", ("T5 decoder self-attention: unidirectional buckets, one "
                   "bias for the batch as [1][h][n][m], causal, the second "
                   "sequence right-padded"), req, fwd
+
+
+@case
+def t5_encoder_bias_tensor_object(G):
+    got = t5_encoder_relative_bias(G)
+    family, about, req, fwd = got
+    req = dict(req, attn_bias=tensor_object(req["attn_bias"]))
+    return family, ("T5 encoder bias sent as a float32 tensor object "
+                    "(base64), like any v1 matrix"), req, fwd
 
 
 # -- Longformer ---------------------------------------------------------------

@@ -29,9 +29,11 @@ error), and exits 1 when any case fails. NAME arguments pick cases (family
 names or v1/<fixture>).
 """
 import argparse
+import base64
 import json
 import math
 import os
+import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -101,6 +103,22 @@ def compare(name, got, want, tol):
     return worst <= 1.0, text
 
 
+def decode_tensor(v):
+    """A response tensor object (encoding base64) as nested lists; anything
+    else unchanged."""
+    if not (isinstance(v, dict) and v.get("dtype") == "float32" and
+            isinstance(v.get("shape"), list) and
+            isinstance(v.get("data"), str)):
+        return v
+    raw = base64.b64decode(v["data"], validate=True)
+    vals = list(struct.unpack("<%df" % (len(raw) // 4), raw))
+    shape = v["shape"]
+    if len(vals) != math.prod(shape) or not shape:
+        return {"bad tensor object": "shape %s, %d values" % (shape,
+                                                              len(vals))}
+    return nest(vals, shape)
+
+
 def post_json(port, body):
     data = body if isinstance(body, bytes) else \
         json.dumps(body, separators=(",", ":")).encode()
@@ -131,7 +149,13 @@ def check_answer(port, request, expect, tol, body=None):
             ok = False
             lines.append("%s: missing from the answer" % field)
             continue
-        good, text = compare(field, js[field], want, tol)
+        try:
+            served = decode_tensor(js[field])
+        except (ValueError, struct.error) as e:
+            served = {"bad tensor object": str(e)}
+        if isinstance(want, dict):
+            want = decode_tensor(want)
+        good, text = compare(field, served, want, tol)
         ok = ok and good
         lines.append(text)
     return ok, lines
