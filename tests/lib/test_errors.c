@@ -43,6 +43,13 @@ static void errors_expect(const char *what, const attn_params *p, int want)
     st = attn_flops(p, &count);
     ck_assert_msg(st == want, "%s: attn_flops returned %d, expected %d", what,
                   st, want);
+    st = attn_cost(p, &count);
+    ck_assert_msg(st == want, "%s: attn_cost returned %d, expected %d", what,
+                  st, want);
+    st = attn_workspace_bytes(p, NULL, 2, &count);
+    ck_assert_msg(st == want,
+                  "%s: attn_workspace_bytes returned %d, expected %d", what,
+                  st, want);
 
     for (size_t k = 0; k < 2; k++) {
         attn_params q = *p;
@@ -322,6 +329,153 @@ START_TEST(test_errors_range_scores)
 }
 END_TEST
 
+/* -- the optional score rules: one broken field a case ------------------- */
+
+static const float errors_ones[16] = {1, 1, 1, 1, 1, 1, 1, 1,
+                                      1, 1, 1, 1, 1, 1, 1, 1};
+static const float errors_nan[2] = {NAN, 1.0f};
+static const int64_t errors_neg_pos[3] = {0, -1, 2};
+static const size_t errors_global_far[1] = {3};
+static const uint8_t errors_map[64];
+
+typedef struct errors_rule_case {
+    const char *name;
+    void (*breaks)(attn_params *p);
+    int want;
+} errors_rule_case;
+
+static void er_rope_odd(attn_params *p) { p->rope.dim = 1; }
+static void er_rope_wide(attn_params *p) { p->rope.dim = 4; }
+static void er_rope_theta(attn_params *p)
+{
+    p->rope.dim = 2;
+    p->rope.theta = -1.0;
+}
+static void er_rope_theta_nan(attn_params *p)
+{
+    p->rope.dim = 2;
+    p->rope.theta = NAN;
+}
+static void er_rope_factor(attn_params *p)
+{
+    p->rope.dim = 2;
+    p->rope.attention_factor = -0.5;
+}
+static void er_rope_style(attn_params *p)
+{
+    p->rope.dim = 2;
+    p->rope.style = (attn_rope_style)7;
+}
+static void er_rope_freq(attn_params *p)
+{
+    p->rope.dim = 2;
+    p->rope.inv_freq = errors_nan;
+}
+static void er_qkn_weights(attn_params *p)
+{
+    p->qk_norm.over = ATTN_QK_NORM_HEAD;
+    p->qk_norm.q_weight = errors_ones;
+}
+static void er_qkn_over(attn_params *p)
+{
+    p->qk_norm.over = (attn_qk_norm_over)3;
+    p->qk_norm.q_weight = p->qk_norm.k_weight = errors_ones;
+}
+static void er_qkn_eps(attn_params *p)
+{
+    p->qk_norm.over = ATTN_QK_NORM_ALL;
+    p->qk_norm.q_weight = p->qk_norm.k_weight = errors_ones;
+    p->qk_norm.eps = -1e-6;
+}
+static void er_softcap_neg(attn_params *p) { p->softcap = -1.0f; }
+static void er_softcap_nan(attn_params *p) { p->softcap = NAN; }
+static void er_softcap_inf(attn_params *p) { p->softcap = INFINITY; }
+static void er_alibi_nan(attn_params *p) { p->alibi_slopes = errors_nan; }
+static void er_window_on(attn_params *p) { p->window.on = 2; }
+static void er_window_side(attn_params *p)
+{
+    p->window.on = 1;
+    p->window.left = (size_t)INT64_MAX + 1;
+}
+static void er_global_far(attn_params *p)
+{
+    p->global_tokens = errors_global_far;
+    p->n_global = 1;
+}
+static void er_global_null(attn_params *p) { p->n_global = 1; }
+static void er_positions(attn_params *p) { p->positions = errors_neg_pos; }
+static void er_key_positions(attn_params *p)
+{
+    p->key_positions = errors_neg_pos;
+}
+static void er_value_width(attn_params *p) { p->value = errors_ones; }
+static void er_map_overflow(attn_params *p)
+{
+    p->score_mask.data = errors_map;
+    p->score_mask.stride_h = SIZE_MAX - 3;
+}
+
+static const errors_rule_case errors_rules[] = {
+    {"rope.dim odd", er_rope_odd, ATTN_EINVAL},
+    {"rope.dim > d_k", er_rope_wide, ATTN_ESHAPE},
+    {"rope.theta < 0", er_rope_theta, ATTN_EINVAL},
+    {"rope.theta NaN", er_rope_theta_nan, ATTN_EINVAL},
+    {"rope.attention_factor < 0", er_rope_factor, ATTN_EINVAL},
+    {"rope.style unknown", er_rope_style, ATTN_EINVAL},
+    {"rope.inv_freq NaN", er_rope_freq, ATTN_EINVAL},
+    {"qk_norm without k_weight", er_qkn_weights, ATTN_EINVAL},
+    {"qk_norm.over unknown", er_qkn_over, ATTN_EINVAL},
+    {"qk_norm.eps < 0", er_qkn_eps, ATTN_EINVAL},
+    {"softcap < 0", er_softcap_neg, ATTN_EINVAL},
+    {"softcap NaN", er_softcap_nan, ATTN_EINVAL},
+    {"softcap infinite", er_softcap_inf, ATTN_EINVAL},
+    {"alibi slope NaN", er_alibi_nan, ATTN_EINVAL},
+    {"window.on 2", er_window_on, ATTN_EINVAL},
+    {"window side beyond int64", er_window_side, ATTN_EINVAL},
+    {"global token >= max(n, m)", er_global_far, ATTN_ESHAPE},
+    {"n_global without tokens", er_global_null, ATTN_EINVAL},
+    {"negative position", er_positions, ATTN_EINVAL},
+    {"negative key position", er_key_positions, ATTN_EINVAL},
+    {"value without d_val", er_value_width, ATTN_ESHAPE},
+    {"score map strides overflow", er_map_overflow, ATTN_EOVERFLOW},
+};
+
+START_TEST(test_errors_rules)
+{
+    const errors_rule_case *rc = &errors_rules[_i];
+    tl_case c;
+    attn_params p;
+
+    tl_case_init(&c, &errors_base, 1);
+    p = c.p;
+    rc->breaks(&p);
+    errors_expect(rc->name, &p, rc->want);
+    tl_case_free(&c);
+}
+END_TEST
+
+/* The defaults a zeroed field stands for are accepted as given. */
+START_TEST(test_errors_rules_defaults_valid)
+{
+    tl_case c;
+    attn_params p;
+
+    tl_case_init(&c, &errors_base, 1);
+    p = c.p;
+    p.rope.dim = 2; /* theta 0: 10000, attention_factor 0: 1 */
+    p.qk_norm.over = ATTN_QK_NORM_HEAD; /* eps 0: 1e-6 */
+    p.qk_norm.q_weight = p.qk_norm.k_weight = errors_ones;
+    p.window.on = 1;
+    p.window.left = ATTN_UNBOUNDED;
+    p.window.right = 0;
+    p.global_tokens = NULL; /* n_global 0 */
+    ck_assert_int_eq(attn_check(&p), ATTN_OK);
+    ck_assert_int_eq(attn_forward(&p, errors_out, errors_w), ATTN_OK);
+    ck_assert_int_eq(attn_forward_ref(&p, errors_out, errors_w), ATTN_OK);
+    tl_case_free(&c);
+}
+END_TEST
+
 START_TEST(test_errors_strerror)
 {
     int codes[] = { ATTN_OK, ATTN_EINVAL, ATTN_ESHAPE, ATTN_EOVERFLOW,
@@ -355,6 +509,9 @@ Suite *tl_suite_errors(void)
     tcase_add_test(tc, test_errors_range_output);
     tcase_add_test(tc, test_errors_range_scores);
     tcase_add_test(tc, test_errors_strerror);
+    tcase_add_loop_test(tc, test_errors_rules, 0,
+                        (int)(sizeof errors_rules / sizeof errors_rules[0]));
+    tcase_add_test(tc, test_errors_rules_defaults_valid);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -494,6 +494,117 @@ START_TEST(test_rules_paths)
 }
 END_TEST
 
+/* attn_cost on a case small enough to count by hand: n = m = 10, causal,
+ * one head, d_model = d_k = d_v = 4, no W_O. */
+START_TEST(test_rules_cost_counts_visible_pairs)
+{
+    tl_spec spec = {"cost", {1, 10, 10, 4, 4, 1, 1, 4, 4, 4}, false, false,
+                    0, ATTN_MASK_CAUSAL, TL_PAD_NONE, 0, 0};
+    /* projections 3 * 2 * 10 * 4 * 4, rows 10 * ATTN_COST_ROW, and per
+     * visible pair 2 * (d_k + d_v) + ATTN_COST_EXP */
+    const uint64_t fixed = 960 + 10 * ATTN_COST_ROW, per = 16 + ATTN_COST_EXP;
+    int64_t decode_pos[1] = {9};
+    tl_case c;
+    attn_params p;
+    uint64_t cost, flops, flops_window;
+
+    tl_case_init(&c, &spec, 3);
+    p = c.p;
+    ck_assert_int_eq(attn_cost(&p, &cost), ATTN_OK);
+    ck_assert_uint_eq(cost, fixed + 55 * per); /* 1 + 2 + .. + 10 */
+    ck_assert_int_eq(attn_flops(&p, &flops), ATTN_OK);
+    p.window.on = 1;
+    p.window.left = 2;
+    p.window.right = ATTN_UNBOUNDED;
+    ck_assert_int_eq(attn_cost(&p, &cost), ATTN_OK);
+    ck_assert_uint_eq(cost, fixed + 27 * per); /* 1 + 2 + 8 * 3 */
+    /* the contract's flops count the whole n x m whatever hides it */
+    ck_assert_int_eq(attn_flops(&p, &flops_window), ATTN_OK);
+    ck_assert_uint_eq(flops, flops_window);
+    p.softcap = 5.0f;
+    ck_assert_int_eq(attn_cost(&p, &cost), ATTN_OK);
+    ck_assert_uint_eq(cost, fixed + 27 * (per + ATTN_COST_SOFTCAP));
+    tl_case_free(&c);
+
+    /* a decode step: one query at position m - 1 sees all m keys */
+    spec.dims.n = 1;
+    spec.cross = true;
+    tl_case_init(&c, &spec, 3);
+    p = c.p;
+    p.positions = decode_pos;
+    ck_assert_int_eq(attn_cost(&p, &cost), ATTN_OK);
+    ck_assert_uint_eq(cost, 32 + 2 * 2 * 10 * 4 * 4 + ATTN_COST_ROW +
+                                10 * per);
+    tl_case_free(&c);
+}
+END_TEST
+
+/* attn_workspace_bytes is the peak the library's allocations reach, on
+ * every path (the caller's allocator counts them). */
+START_TEST(test_rules_workspace_is_the_peak)
+{
+    static const int specs[] = {0, 3, 16, 23, 27};
+    const rl_spec *s = &rl_table[specs[_i / 4]];
+    int path = _i % 4;
+    rl_case rc;
+    attn_params p;
+    tl_exec e;
+    tl_alloc a;
+    attn_extras ex;
+    size_t out_n, w_n;
+    float *out, *w = NULL, *vn;
+    attn_head_stats *hs;
+    double *sim;
+    size_t *sk;
+    uint64_t bytes;
+    int was = attn__flash_enable(path != 3);
+
+    rl_case_init(&rc, s, 5);
+    p = rc.c.p;
+    tl_exec_init(&e, TL_EXEC_THREADS, 2);
+    p.executor = &e.iface;
+    p.weights = path == 0   ? ATTN_WEIGHTS_PER_HEAD
+                : path == 1 ? ATTN_WEIGHTS_MEAN
+                            : ATTN_WEIGHTS_NONE;
+    out_n = tl_output_elems(&p);
+    out = rl_buf(out_n);
+    vn = rl_buf(s->B * s->h * s->m);
+    hs = calloc(s->B * s->h, sizeof *hs);
+    sim = calloc(s->B * s->h * s->h, sizeof *sim);
+    sk = calloc(s->B, sizeof *sk);
+    TL_CHECK(hs && sim && sk, "test setup: out of memory");
+    if (p.weights != ATTN_WEIGHTS_NONE) {
+        w_n = tl_weights_elems(&p, p.weights);
+        w = rl_buf(w_n);
+    }
+    memset(&ex, 0, sizeof ex);
+    ex.value_norms = vn;
+    if (path == 1) {
+        ex.stats = 1;
+        ex.heads = hs;
+        ex.similarity = sim;
+        ex.skipped_rows = sk;
+    }
+    ck_assert_int_eq(attn_workspace_bytes(&p, &ex, 2, &bytes), ATTN_OK);
+    tl_alloc_init(&a, 0);
+    p.allocator = &a.iface;
+    ck_assert_int_eq(attn_forward_ex(&p, out, w, &ex), ATTN_OK);
+    ck_assert_msg(a.peak_bytes == bytes,
+                  "%s, path %d: peak %zu bytes, attn_workspace_bytes %llu",
+                  s->name, path, a.peak_bytes, (unsigned long long)bytes);
+    tl_alloc_destroy(&a);
+    attn__flash_enable(was);
+    tl_exec_destroy(&e);
+    free(out);
+    free(w);
+    free(vn);
+    free(hs);
+    free(sim);
+    free(sk);
+    rl_case_free(&rc);
+}
+END_TEST
+
 Suite *tl_suite_rules(void)
 {
     Suite *s = suite_create("rules");
@@ -502,6 +613,8 @@ Suite *tl_suite_rules(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_rules_paths, 0,
                         (int)(sizeof rl_table / sizeof rl_table[0]));
+    tcase_add_test(tc, test_rules_cost_counts_visible_pairs);
+    tcase_add_loop_test(tc, test_rules_workspace_is_the_peak, 0, 20);
     suite_add_tcase(s, tc);
     return s;
 }
