@@ -670,7 +670,7 @@ def gemma2_softcap(G):
         return {"output": r["output"][0], "attention": r["attention"][0]}
     req = llama_request(W, x, h=h, g=g, mask="causal", rope={},
                         scale=scaling, softcap=50.0)
-    return "Gemma 2", ("attn_logit_softcapping 50 on scores up to ~150, "
+    return "Gemma 2", ("attn_logit_softcapping 50 on raw scores up to ~130, "
                        "scaling query_pre_attn_scalar**-0.5 (6) as scale, "
                        "global layer (causal)"), req, fwd
 
@@ -695,8 +695,8 @@ def gemma2_local_softcap(G):
         return {"output": r["output"][0], "attention": r["attention"][0]}
     req = llama_request(W, x, h=h, g=g, mask="causal", rope={},
                         scale=scaling, softcap=50.0, window={"left": W_ - 1})
-    return "Gemma 2", ("local (sliding) layer: window 3 and soft cap 50, "
-                       "MQA"), req, fwd
+    return "Gemma 2", ("local (sliding) layer: window 3 and soft cap 50 "
+                       "(raw scores up to ~470), MQA"), req, fwd
 
 
 @case
