@@ -623,6 +623,30 @@ def mistral_sliding_window(G):
 
 
 @case
+def mistral_decode_window(G):
+    """A decode step under the sliding window: the query at position m-1
+    sees keys m-4 .. m-1 of memory. A service that measured the window
+    from the query's index 0 instead of positions[0] would see key 0."""
+    h, g, d, d_model, m, W_ = 4, 2, 8, 8, 12, 4
+    W = llama_weights(G, d_model, h, g, d)
+    hidden = G.normal(m, d_model)
+    cfg = dict(h=h, g=g, d=d, inv_freq=default_inv_freq(10000.0, d),
+               scaling=d ** -0.5)
+
+    def fwd(dt):
+        r = prefill(dt, W, cfg, T(hidden, dt)[None], sliding_window=W_)
+        return {"output": r["output"][0, -1:],
+                "attention": r["attention"][0, :, -1:]}
+    req = llama_request(W, hidden[-1:], h=h, g=g, memory=hidden,
+                        positions=[m - 1], mask="causal", rope={},
+                        window={"left": W_ - 1})
+    return "Mistral", ("decode step under sliding_window 4: x the newest "
+                       "hidden state, memory all 12, positions [11], "
+                       "window.left 3; expected = last row of the prompt"
+                       ), req, fwd
+
+
+@case
 def phi3_packed_qkv_gqa(G):
     h, g, d, d_model, n = 4, 2, 8, 8, 6
     Wqkv = G.linear((h + 2 * g) * d, d_model)
