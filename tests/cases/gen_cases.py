@@ -325,10 +325,12 @@ ROWS = [
 # -- v2 (the contract's "v2 additions") ------------------------------------
 # The same base request; the pointer names the most specific offending
 # part: the element for a bad entry of an array, the member for a bad
-# member of a v2 object (/rope/dim, /window/left), the field itself for a
-# wrong length or a shape that matches none of the accepted forms (as
-# b_q_len and w_q_3d_heads_ne_h above), and the first field of an
-# exclusive pair that should not be there (w_q beside w_qkv).
+# member of a v2 object (/rope/dim, /window/left), the array whose length
+# is wrong (/w_qkv for its outer length, /w_qkv/0 for its rows' length,
+# as w_q_rows_ne_d_model and w_k_cols_ne_g_dk above, whatever the
+# weight_layout), the field itself for a shape that matches none of the
+# accepted forms (as w_q_3d_heads_ne_h above), and the field that should
+# not be there of an exclusive pair (w_q beside w_qkv).
 # `message` entries: substrings the error message must contain
 # (case-insensitive).
 
@@ -456,6 +458,10 @@ V2_ROWS = [
      bad("/weight_layout")),
     ("v2_weight_layout_case", req(weight_layout="Out_In"),
      bad("/weight_layout")),
+    ("v2_out_in_w_q_in_ne_d_model", req(weight_layout="out_in",
+                                        w_q=mat(4, 3)), bad("/w_q/0")),
+    ("v2_out_in_w_k_outputs_ne_g_dk", req(weight_layout="out_in",
+                                          w_k=mat(6, 4)), bad("/w_k")),
     ("v2_w_qkv_with_w_q", dict(QKV, w_q=mat(4, 4, 0.1)), bad("/w_q")),
     ("v2_b_qkv_with_b_q", dict(QKV, b_qkv=[0.0] * 12, b_q=[0.0] * 4),
      bad("/b_q")),
