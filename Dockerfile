@@ -40,6 +40,7 @@ RUN apt-get update \
         libjansson4 \
         libmicrohttpd12 \
         libopenblas0-pthread \
+        libssl3 \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 attnd \
     && useradd --system --uid 10001 --gid 10001 --no-create-home \

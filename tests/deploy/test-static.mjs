@@ -162,7 +162,7 @@ test("dockerfile: non-root, SIGTERM, healthcheck by the binary itself, configure
   assert.ok(df.healthcheck, "HEALTHCHECK");
   assert.deepEqual(df.healthcheck.command, [df.entrypoint[0], "--healthcheck"]);
   assert.equal(df.env.OPENBLAS_NUM_THREADS, "1");
-  assert.deepEqual(df.packages.sort(), ["libjansson4", "libmicrohttpd12", "libopenblas0-pthread"]);
+  assert.deepEqual(df.packages.sort(), ["libjansson4", "libmicrohttpd12", "libopenblas0-pthread", "libssl3"]);
 });
 
 // -- agreement between the files ----------------------------------------------
@@ -256,6 +256,15 @@ test("k8s: non-root, read-only root filesystem, no privilege escalation, user ma
   // attnd's own variables.
   assert.equal(pod.enableServiceLinks, false);
   assert.equal(pod.automountServiceAccountToken, false, "attnd never calls the API server");
+});
+
+test("k8s: the Service keeps a client on one replica, whose tensor store holds its uploads", () => {
+  const svc = findKind(k8sObjects(), "Service");
+  assert.equal(svc.spec.sessionAffinity, "ClientIP");
+  const timeout = svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds;
+  // Set explicitly (the documented value), within Kubernetes' bounds.
+  assert.ok(Number.isInteger(timeout) && timeout >= 60 && timeout <= 86400,
+    `sessionAffinityConfig.clientIP.timeoutSeconds ${timeout}`);
 });
 
 test("k8s: scrape annotations, labels and selectors tie the objects together", () => {
