@@ -25,12 +25,14 @@ $(CODEC_CC_OBJ): service/json/numbers_cc.cc
 # the C driver links it into the service and its tests (mk/service.mk).
 SERVICE_EXTRA_OBJS += $(CODEC_CC_OBJ)
 
-CODEC_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard service/json/*.c service/attend/*.c)) \
+# The codec resolves {"ref": ...} tensors through the tensor store, whose
+# SHA-256 is libcrypto's.
+CODEC_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard service/json/*.c service/attend/*.c service/store/*.c)) \
              $(BUILD)/obj/service/errors.o \
              $(CODEC_CC_OBJ)
 CODEC_CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CODEC_CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
-CODEC_LINK_LIBS = $(BUILD)/libattn.a -ljansson \
+CODEC_LINK_LIBS = $(BUILD)/libattn.a -ljansson -lcrypto \
                   $(shell pkg-config --libs openblas 2>/dev/null) -lm -lpthread
 
 # test_codec.c's suite runs in mk/service.mk's runner (make test-service and

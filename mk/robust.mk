@@ -70,7 +70,7 @@ LOADTEST_SECONDS ?= 60
 # -- fuzzing --------------------------------------------------------------
 
 FUZZ_CODEC_OBJS = $(BUILD)/obj/tests/fuzz/fuzz_codec.o \
-                  $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard service/json/*.c service/attend/*.c)) \
+                  $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard service/json/*.c service/attend/*.c service/store/*.c)) \
                   $(BUILD)/obj/service/errors.o
 FUZZ_HTTP_OBJS = $(BUILD)/obj/tests/fuzz/fuzz_http.o \
                  $(filter-out $(SERVICE_MAIN_OBJ),$(SERVICE_OBJS))
@@ -82,7 +82,7 @@ FUZZ_HTTP_OBJS = $(BUILD)/obj/tests/fuzz/fuzz_http.o \
 $(BUILD)/fuzz_codec: $$(FUZZ_CODEC_OBJS) $$(SERVICE_EXTRA_OBJS) \
                      $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer -o $@ $(filter %.o %.a,$^) \
-	  -ljansson $(BLAS_LIBS) -lm -lpthread
+	  -ljansson -lcrypto $(BLAS_LIBS) -lm -lpthread
 
 # Every malloc, calloc and realloc of the codec and the library goes through
 # the harness's failing wrappers.
@@ -91,7 +91,7 @@ $(BUILD)/fuzz_alloc: $(BUILD)/obj/tests/fuzz/fuzz_alloc.o \
                      $$(SERVICE_EXTRA_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer \
 	  -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -o $@ \
-	  $(filter %.o %.a,$^) -ljansson $(BLAS_LIBS) -lm -lpthread
+	  $(filter %.o %.a,$^) -ljansson -lcrypto $(BLAS_LIBS) -lm -lpthread
 
 $(BUILD)/fuzz_http: $$(FUZZ_HTTP_OBJS) $$(SERVICE_EXTRA_OBJS) \
                     $$(ASSETS_OBJ) $(BUILD)/libattn.a

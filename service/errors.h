@@ -10,6 +10,7 @@
 #define ERRORS_MAP(X)                                                         \
     X(INVALID_JSON, 400, "invalid_json")                                      \
     X(INVALID_REQUEST, 422, "invalid_request")                                \
+    X(UNKNOWN_REF, 422, "unknown_ref")                                        \
     X(TOO_LARGE, 413, "too_large")                                            \
     X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported_media_type")                  \
     X(METHOD_NOT_ALLOWED, 405, "method_not_allowed")                          \

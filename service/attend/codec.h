@@ -20,9 +20,15 @@ typedef struct codec_request codec_request;
 /* Parses and validates body[0..len). On success returns 0 and *out owns every
  * buffer the call needs; on failure returns -1, fills err, *out is NULL and
  * nothing leaks. Limits (dimensions, heads, map elements, flops) are checked,
- * with overflow-checked products, before any large allocation. */
+ * with overflow-checked products, before any large allocation.
+ * codec_parse_with also resolves {"ref": ...} tensors and keeps the tensors
+ * of a `store: true` request in st (NULL: no store, every ref unknown);
+ * codec_parse is codec_parse_with and no store. */
+struct store;
 int codec_parse(const char *body, size_t len, const limits_config *lim,
                 codec_request **out, codec_error *err);
+int codec_parse_with(const char *body, size_t len, const limits_config *lim,
+                     struct store *st, codec_request **out, codec_error *err);
 
 /* Runs the library on a parsed request and keeps the results in req.
  * exec is the server's compute pool (NULL: the calling thread).

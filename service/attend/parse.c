@@ -1,70 +1,91 @@
 /* attend/parse.c: request body -> validated attn_params with owned buffers.
  *
- * One pass over the body with the reader of json/reader.c: each known field is
- * parsed straight into its packed buffer; unknown fields are skipped (the
- * contract may grow optional fields, so an older server ignores them), and a
- * JSON null counts as an absent optional field. The first contract error is
- * kept while the rest of the body is still checked for syntax, so a body that
- * is not JSON at all is always 400 invalid_json, never 422. Then dimensions
- * are derived from the weight shapes, checked against each other (messages
- * say expected vs found, with a JSON Pointer), the limits are checked with
- * overflow-checked products, and only then are 3-D weights converted to the
- * library's side-by-side layout. */
-#include "attend/request.h"
+ * One pass over the body with the reader of json/reader.c: each field of
+ * the table in fields.h is parsed straight into its packed buffer. An
+ * unknown field is 422 with the closest known name ("did you mean"), so a
+ * typo never computes a different attention in silence; a JSON null counts
+ * as an absent optional field. The first contract error is kept while the
+ * rest of the body is still checked for syntax, so a body that is not JSON
+ * at all is always 400 invalid_json, never 422. Then check.c derives the
+ * dimensions and cross-checks every field, the limits are checked with
+ * overflow-checked products, and only then does build.c convert weights to
+ * the library's layout.
+ *
+ * A `layers` request is read as its top-level fields (the defaults) and
+ * then each layer's object; a layer inherits every field it does not give,
+ * so each layer is parsed, checked and built exactly as the same request
+ * alone would be. */
+#include "attend/parse.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Everything the fields say, before cross-checking. */
-/* tokens / memory_tokens: the raw text of the value in the body (the
- * reader validated it), checked for shape once n, m and B are known and
- * echoed back as it came. */
-typedef struct codec__label_text {
-    const char *text; /* NULL: absent */
-    size_t len;
-} codec__label_text;
-
-typedef struct codec__fields {
-    codec_array x, memory, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, kpm;
-    int has_h, has_g, has_scale;
-    size_t h, g;
-    double scale;
-    attn_mask mask;
-    attn_weights weights;
-    int base64;
-    int analysis;
-    size_t top_k;
-    codec__label_text tokens, memory_tokens;
-    unsigned seen; /* bit per field, for duplicates */
-} codec__fields;
-
-enum {
-    F_X, F_MEMORY, F_NUM_HEADS, F_NUM_KV_HEADS, F_W_Q, F_W_K, F_W_V, F_W_O,
-    F_B_Q, F_B_K, F_B_V, F_B_O, F_MASK, F_KPM, F_SCALE, F_RETURN_WEIGHTS,
-    F_ENCODING, F_TOKENS, F_MEMORY_TOKENS, F_ANALYSIS, F_TOP_K, F_COUNT
+/* Where each field lives in codec__fields, by id. */
+static const struct {
+    size_t offset, size;
+} codec__slots[F_COUNT] = {
+#define CODEC__SLOT(id, name, member, kind, lo, hi, scope, doc)              \
+    {offsetof(codec__fields, member), sizeof(((codec__fields *)0)->member)},
+    ATTEND_FIELDS(CODEC__SLOT)
+#undef CODEC__SLOT
 };
 
-static const char *const codec__names[F_COUNT] = {
-    "x", "memory", "num_heads", "num_kv_heads", "w_q", "w_k", "w_v", "w_o",
-    "b_q", "b_k", "b_v", "b_o", "mask", "key_padding_mask", "scale",
-    "return_weights", "encoding", "tokens", "memory_tokens", "analysis",
-    "top_k"};
-
-static void codec__fields_free(codec__fields *f)
+/* The arrays field `id` owns in f (up to two), for freeing and copying. */
+static int codec__arrays_of(codec__fields *f, int id, codec_array **a)
 {
-    codec_array_clear(&f->x);
-    codec_array_clear(&f->memory);
-    codec_array_clear(&f->w_q);
-    codec_array_clear(&f->w_k);
-    codec_array_clear(&f->w_v);
-    codec_array_clear(&f->w_o);
-    codec_array_clear(&f->b_q);
-    codec_array_clear(&f->b_k);
-    codec_array_clear(&f->b_v);
-    codec_array_clear(&f->b_o);
-    codec_array_clear(&f->kpm);
+    switch (attend_fields[id].kind) {
+    case ATTEND_F32:
+    case ATTEND_BOOL:
+    case ATTEND_INDEX:
+        a[0] = (codec_array *)(void *)((char *)f + codec__slots[id].offset);
+        return 1;
+    default:
+        break;
+    }
+    if (id == F_ROPE) {
+        a[0] = &f->rope.inv_freq;
+        return 1;
+    }
+    if (id == F_QK_NORM) {
+        a[0] = &f->qk_norm.q_weight;
+        a[1] = &f->qk_norm.k_weight;
+        return 2;
+    }
+    if (id == F_ALIBI) {
+        a[0] = &f->alibi.slopes;
+        return 1;
+    }
+    return 0;
+}
+
+void codec__fields_free(codec__fields *f)
+{
+    int id, k, n;
+    codec_array *a[2];
+
+    for (id = 0; id < F_COUNT; id++) {
+        n = codec__arrays_of(f, id, a);
+        for (k = 0; k < n; k++) {
+            if (f->shared[id])
+                memset(a[k], 0, sizeof *a[k]);
+            else
+                codec_array_clear(a[k]);
+        }
+    }
+}
+
+void codec__error_copy(codec_error *err, const codec_error *e)
+{
+    if (err->message[0] == '\0')
+        *err = *e;
+}
+
+static void codec__oom(codec_error *err)
+{
+    codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
+                    "out of memory while parsing the request");
 }
 
 /* Copies request text into a message safely: printable ASCII, at most 40
@@ -83,22 +104,47 @@ static void codec__quote(const char *s, size_t len, char *out, size_t cap)
     out[n] = '\0';
 }
 
-/* An enum string: *out is the index of the value in names[0..count). */
-static int codec__enum(codec_reader *r, const char *name,
-                       const char *const *names, int count, int *out,
-                       codec_error *err)
+static int codec__is_number(const codec_reader *r)
+{
+    return r->p < r->end &&
+           (*r->p == '-' || (*r->p >= '0' && *r->p <= '9'));
+}
+
+/* A string at r->p, unescaped when it holds escapes ("caus\u0061l" is
+ * "causal"): *s and *len give it; *owned is what to free. */
+static int codec__string(codec_reader *r, const char **s, size_t *len,
+                         char **owned, codec_error *err)
+{
+    int esc;
+
+    *owned = NULL;
+    if (codec_json_string(r, s, len, &esc, err) != 0)
+        return -1;
+    if (esc) {
+        *owned = codec_json_unescape(*s, *len, len);
+        if (*owned == NULL) {
+            codec__oom(err);
+            return -1;
+        }
+        *s = *owned;
+    }
+    return 0;
+}
+
+/* An enum string: *out is the index of the value in names. */
+static int codec__enum(codec_reader *r, const char *ptr,
+                       const char *const *names, int *out, codec_error *err)
 {
     const char *s;
-    char *unesc = NULL;
-    size_t len;
-    int esc, i;
-    char ptr[64], q[64], expect[128];
-    size_t n = 0;
+    char *unesc;
+    size_t len, n = 0;
+    int i;
+    char q[64], expect[160];
 
-    snprintf(ptr, sizeof ptr, "/%s", name);
-    for (i = 0; i < count; i++)
+    for (i = 0; names[i] != NULL; i++)
         n += (size_t)snprintf(expect + n, sizeof expect - n, "%s\"%s\"",
-                              i == 0 ? "" : i + 1 == count ? " or " : ", ",
+                              i == 0 ? "" : names[i + 1] == NULL ? " or "
+                                                                 : ", ",
                               names[i]);
     if (r->p >= r->end || *r->p != '"') {
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
@@ -106,24 +152,13 @@ static int codec__enum(codec_reader *r, const char *name,
                         codec_json_kind(r));
         return -1;
     }
-    if (codec_json_string(r, &s, &len, &esc, err) != 0)
+    if (codec__string(r, &s, &len, &unesc, err) != 0)
         return -1;
-    if (esc) {
-        /* "caus\u0061l" is "causal" */
-        unesc = codec_json_unescape(s, len, &len);
-        if (unesc == NULL) {
-            codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                            "out of memory while parsing the request");
-            return -1;
-        }
-        s = unesc;
-    }
-    for (i = 0; i < count; i++) {
-        if (strlen(names[i]) == len && memcmp(names[i], s, len) == 0) {
-            free(unesc);
-            *out = i;
-            return 0;
-        }
+    i = attend_name_index(names, s, len);
+    if (i >= 0) {
+        free(unesc);
+        *out = i;
+        return 0;
     }
     codec__quote(s, len, q, sizeof q);
     free(unesc);
@@ -135,25 +170,24 @@ static int codec__enum(codec_reader *r, const char *name,
 /* Counts above this are read as this (every limit is far below it). */
 #define CODEC__COUNT_MAX ((size_t)1000000000000000ULL)
 
-/* An integer >= 1 (a JSON number with an integral value: 8 or 8.0). */
-static int codec__count(codec_reader *r, const char *name, size_t *out,
-                        codec_error *err)
+/* An integer >= least (a JSON number with an integral value: 8 or 8.0). */
+static int codec__integer(codec_reader *r, const char *ptr, double least,
+                          size_t *out, codec_error *err)
 {
-    char ptr[64];
     double d;
 
-    snprintf(ptr, sizeof ptr, "/%s", name);
-    if (r->p >= r->end || !(*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
+    if (!codec__is_number(r)) {
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: expected an integer >= 1, found %s", ptr,
-                        codec_json_kind(r));
+                        "%s: expected an integer >= %.0f, found %s", ptr,
+                        least, codec_json_kind(r));
         return -1;
     }
     if (codec_json_number_d(r, &d, err) != 0)
         return -1;
-    if (!(d >= 1) || d != floor(d) || !isfinite(d)) {
+    if (!(d >= least) || d != floor(d) || !isfinite(d)) {
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: expected an integer >= 1, found %.17g", ptr, d);
+                        "%s: expected an integer >= %.0f, found %.17g", ptr,
+                        least, d);
         return -1;
     }
     /* larger values are refused by the limits with a 413, which says
@@ -162,53 +196,54 @@ static int codec__count(codec_reader *r, const char *name, size_t *out,
     return 0;
 }
 
-static int codec__scale(codec_reader *r, double *out, codec_error *err)
+/* A number > 0 that is finite in float32 (scale, softcap, theta, ...). */
+static int codec__positive(codec_reader *r, const char *ptr, double *out,
+                           codec_error *err)
 {
     float v;
     int finite;
 
-    if (r->p >= r->end || !(*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/scale",
-                        "/scale: expected a number > 0, found %s",
+    if (!codec__is_number(r)) {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: expected a number > 0, found %s", ptr,
                         codec_json_kind(r));
         return -1;
     }
     if (codec_json_number(r, &v, &finite, err) != 0)
         return -1;
     if (!finite || !(v > 0.0f)) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/scale",
-                        "/scale: expected a number > 0 that is finite in "
-                        "float32, found %s",
-                        !finite ? "one out of range" : "one <= 0 (or one "
-                                                       "that rounds to 0)");
+        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: expected a number > 0 that is finite in "
+                        "float32, found %s", ptr,
+                        !finite ? "one out of range"
+                                : "one <= 0 (or one that rounds to 0)");
         return -1;
     }
     *out = v;
     return 0;
 }
 
-/* A malloc'd NUL-terminated copy of s[0..len); NULL when out of memory. */
-static char *codec__strndup(const char *s, size_t len)
+static int codec__flag(codec_reader *r, const char *ptr, int *out,
+                       codec_error *err)
 {
-    char *d = malloc(len + 1);
-
-    if (d != NULL) {
-        memcpy(d, s, len);
-        d[len] = '\0';
+    if (r->p < r->end && (*r->p == 't' || *r->p == 'f')) {
+        *out = *r->p == 't';
+        return codec_json_literal(r, *out ? "true" : "false", err);
     }
-    return d;
+    codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                    "%s: expected true or false, found %s", ptr,
+                    codec_json_kind(r));
+    return -1;
 }
 
 /* tokens / memory_tokens: validated and kept as text. */
-static int codec__labels(codec_reader *r, const char *name,
+static int codec__labels(codec_reader *r, const char *ptr,
                          codec__label_text *out, codec_error *err)
 {
     const char *begin = r->p;
-    char ptr[64];
 
     if (codec_json_skip(r, err) != 0)
         return -1;
-    snprintf(ptr, sizeof ptr, "/%s", name);
     if (*begin != '[') {
         codec_reader at = *r;
         at.p = begin;
@@ -222,111 +257,243 @@ static int codec__labels(codec_reader *r, const char *name,
     return 0;
 }
 
-/* Parses the value of field `id` at r->p into f. */
-static int codec__field(codec_reader *r, int id, codec__fields *f,
-                        codec_error *err)
+/* Reports key[0..len) of an object at `where` as unknown, naming the
+ * closest of keys. */
+static void codec__unknown(const char *where, const char *key, size_t len,
+                           const char *const *keys, const char *what,
+                           codec_error *err)
 {
-    static const char *const mask_names[] = {"none", "causal"};
-    static const char *const weight_names[] = {"none", "per_head", "mean"};
-    static const char *const enc_names[] = {"json", "base64"};
-    int v;
+    char shown[64], ptr[400];
+    const char *near = codec_json_closest(key, len, keys,
+                                          attend_name_count(keys));
+    size_t i, n = 0;
 
-    switch (id) {
-    case F_X:
-        return codec_array_parse(r, "/x", "[n][d_model] or [B][n][d_model]",
-                                 CODEC_LEAF_F32, 2, 3, &f->x, err);
-    case F_MEMORY:
-        return codec_array_parse(r, "/memory", "[m][d_mem] or [B][m][d_mem]",
-                                 CODEC_LEAF_F32, 2, 3, &f->memory, err);
-    case F_NUM_HEADS:
-        f->has_h = 1;
-        return codec__count(r, "num_heads", &f->h, err);
-    case F_NUM_KV_HEADS:
-        f->has_g = 1;
-        return codec__count(r, "num_kv_heads", &f->g, err);
-    case F_W_Q:
-        return codec_array_parse(r, "/w_q", "[d_model][h*d_k] or "
-                                 "[h][d_model][d_k]", CODEC_LEAF_F32, 2, 3,
-                                 &f->w_q, err);
-    case F_W_K:
-        return codec_array_parse(r, "/w_k", "[d_mem][g*d_k] or "
-                                 "[g][d_mem][d_k]", CODEC_LEAF_F32, 2, 3,
-                                 &f->w_k, err);
-    case F_W_V:
-        return codec_array_parse(r, "/w_v", "[d_mem][g*d_v] or "
-                                 "[g][d_mem][d_v]", CODEC_LEAF_F32, 2, 3,
-                                 &f->w_v, err);
-    case F_W_O:
-        return codec_array_parse(r, "/w_o", "[h*d_v][d_out]", CODEC_LEAF_F32,
-                                 2, 2, &f->w_o, err);
-    case F_B_Q:
-        return codec_array_parse(r, "/b_q", "[h*d_k]", CODEC_LEAF_F32, 1, 1,
-                                 &f->b_q, err);
-    case F_B_K:
-        return codec_array_parse(r, "/b_k", "[g*d_k]", CODEC_LEAF_F32, 1, 1,
-                                 &f->b_k, err);
-    case F_B_V:
-        return codec_array_parse(r, "/b_v", "[g*d_v]", CODEC_LEAF_F32, 1, 1,
-                                 &f->b_v, err);
-    case F_B_O:
-        return codec_array_parse(r, "/b_o", "[d_out]", CODEC_LEAF_F32, 1, 1,
-                                 &f->b_o, err);
-    case F_KPM:
-        return codec_array_parse(r, "/key_padding_mask", "[m] or [B][m]",
-                                 CODEC_LEAF_BOOL, 1, 2, &f->kpm, err);
-    case F_MASK:
-        if (codec__enum(r, "mask", mask_names, 2, &v, err) != 0)
-            return -1;
-        f->mask = v == 1 ? ATTN_MASK_CAUSAL : ATTN_MASK_NONE;
-        return 0;
-    case F_SCALE:
-        f->has_scale = 1;
-        return codec__scale(r, &f->scale, err);
-    case F_RETURN_WEIGHTS:
-        if (codec__enum(r, "return_weights", weight_names, 3, &v, err) != 0)
-            return -1;
-        f->weights = v == 0 ? ATTN_WEIGHTS_NONE
-                     : v == 1 ? ATTN_WEIGHTS_PER_HEAD : ATTN_WEIGHTS_MEAN;
-        return 0;
-    case F_ENCODING:
-        if (codec__enum(r, "encoding", enc_names, 2, &v, err) != 0)
-            return -1;
-        f->base64 = v == 1;
-        return 0;
-    case F_ANALYSIS:
-        if (r->p < r->end && (*r->p == 't' || *r->p == 'f')) {
-            f->analysis = *r->p == 't';
-            return codec_json_literal(r, f->analysis ? "true" : "false", err);
+    /* the pointer keeps the key as given, escaped per RFC 6901 */
+    for (i = 0; i < len && n + 4 < sizeof shown && i < 48; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c == '~' || c == '/') {
+            shown[n++] = '~';
+            shown[n++] = c == '~' ? '0' : '1';
+        } else {
+            shown[n++] = (c >= 0x20 && c < 0x7F && c != '"') ? (char)c : '?';
         }
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/analysis",
-                        "/analysis: expected true or false, found %s",
+    }
+    shown[n] = '\0';
+    snprintf(ptr, sizeof ptr, "%s/%s", where, shown);
+    if (near != NULL)
+        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: unknown %s \"%s\"; did you mean \"%s\"?", ptr,
+                        what, shown, near);
+    else
+        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: unknown %s \"%s\" (GET /openapi.json lists "
+                        "them all)", ptr, what, shown);
+}
+
+/* Walks an object field's members: calls member(ctx, index of the key in
+ * keys, r, ptr of the member) for each, with unknown keys refused and
+ * duplicates refused. Returns 0 or -1. */
+typedef int (*codec__member_fn)(void *ctx, int key, codec_reader *r,
+                                const char *ptr, codec_error *err);
+
+static int codec__members(codec_reader *r, const char *ptr,
+                          const char *const *keys, codec__member_fn member,
+                          void *ctx, codec_error *err)
+{
+    const char *key;
+    size_t len;
+    int first = 1, esc, rc, k;
+    unsigned seen = 0;
+    char *unesc, sub[400];
+
+    if (r->p >= r->end || *r->p != '{') {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: expected an object, found %s", ptr,
                         codec_json_kind(r));
         return -1;
-    case F_TOP_K:
-        return codec__count(r, "top_k", &f->top_k, err);
-    case F_TOKENS:
-        return codec__labels(r, "tokens", &f->tokens, err);
-    case F_MEMORY_TOKENS:
-        return codec__labels(r, "memory_tokens", &f->memory_tokens, err);
+    }
+    r->p++;
+    while ((rc = codec_json_member(r, &first, &key, &len, &esc, err)) == 1) {
+        unesc = NULL;
+        if (esc) {
+            unesc = codec_json_unescape(key, len, &len);
+            if (unesc == NULL) {
+                codec__oom(err);
+                return -1;
+            }
+            key = unesc;
+        }
+        k = attend_name_index(keys, key, len);
+        if (k < 0) {
+            codec__unknown(ptr, key, len, keys, "key", err);
+            free(unesc);
+            return -1;
+        }
+        free(unesc);
+        snprintf(sub, sizeof sub, "%s/%s", ptr, keys[k]);
+        if (seen & (1u << k)) {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, sub,
+                            "%s: the key is given twice", sub);
+            return -1;
+        }
+        seen |= 1u << k;
+        if (r->p + 4 <= r->end && memcmp(r->p, "null", 4) == 0) {
+            r->p += 4; /* absent */
+            continue;
+        }
+        if (member(ctx, k, r, sub, err) != 0)
+            return -1;
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+static int codec__rope_member(void *ctx, int key, codec_reader *r,
+                              const char *ptr, codec_error *err)
+{
+    codec__rope *o = ctx;
+
+    switch (key) {
+    case 0:
+        return codec__integer(r, ptr, 1, &o->dim, err);
+    case 1:
+        return codec__positive(r, ptr, &o->theta, err);
+    case 2:
+        return codec_array_parse(r, ptr, "[dim/2]", CODEC_LEAF_F32, 1, 1,
+                                 &o->inv_freq, err);
+    case 3:
+        return codec__enum(r, ptr, attend_rope_style_names, &o->style, err);
     default:
-        return codec_json_skip(r, err);
+        return codec__positive(r, ptr, &o->factor, err);
     }
 }
 
-/* Copies e into err unless err already holds one (first error wins). */
-static void codec__error_copy(codec_error *err, const codec_error *e)
+static int codec__window_member(void *ctx, int key, codec_reader *r,
+                                const char *ptr, codec_error *err)
 {
-    if (err->message[0] == '\0')
-        *err = *e;
+    codec__window *o = ctx;
+
+    if (key == 0) {
+        o->has_left = 1;
+        return codec__integer(r, ptr, 0, &o->left, err);
+    }
+    o->has_right = 1;
+    return codec__integer(r, ptr, 0, &o->right, err);
 }
 
-/* Reads the top-level object into f. Returns 0, or -1 with err filled: a
- * syntax error anywhere wins over the first contract error. */
-static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
+static int codec__qk_norm_member(void *ctx, int key, codec_reader *r,
+                                 const char *ptr, codec_error *err)
+{
+    codec__qk_norm *o = ctx;
+
+    switch (key) {
+    case 0:
+        return codec_array_parse(r, ptr, "[d_k] (over \"head\") or [h*d_k] "
+                                 "(over \"all\")", CODEC_LEAF_F32, 1, 1,
+                                 &o->q_weight, err);
+    case 1:
+        return codec_array_parse(r, ptr, "[d_k] (over \"head\") or [g*d_k] "
+                                 "(over \"all\")", CODEC_LEAF_F32, 1, 1,
+                                 &o->k_weight, err);
+    case 2:
+        return codec__positive(r, ptr, &o->eps, err);
+    default:
+        return codec__enum(r, ptr, attend_qk_norm_over_names, &o->over, err);
+    }
+}
+
+static int codec__alibi_member(void *ctx, int key, codec_reader *r,
+                               const char *ptr, codec_error *err)
+{
+    codec__alibi *o = ctx;
+
+    (void)key;
+    return codec_array_parse(r, ptr, "[h]", CODEC_LEAF_F32, 1, 1, &o->slopes,
+                             err);
+}
+
+/* Parses the value of field `id` at r->p into f; ptr is its pointer. */
+static int codec__field(codec_reader *r, int id, codec__fields *f,
+                        const char *ptr, codec_error *err)
+{
+    const attend_field *fd = &attend_fields[id];
+    void *slot = (char *)f + codec__slots[id].offset;
+
+    switch (fd->kind) {
+    case ATTEND_F32:
+        return codec_array_parse(r, ptr, fd->doc, CODEC_LEAF_F32,
+                                 fd->min_rank, fd->max_rank, slot, err);
+    case ATTEND_BOOL:
+        return codec_array_parse(r, ptr, fd->doc, CODEC_LEAF_BOOL,
+                                 fd->min_rank, fd->max_rank, slot, err);
+    case ATTEND_INDEX:
+        return codec_array_parse(r, ptr, fd->doc, CODEC_LEAF_INDEX,
+                                 fd->min_rank, fd->max_rank, slot, err);
+    case ATTEND_COUNT:
+        return codec__integer(r, ptr, 1, slot, err);
+    case ATTEND_NUMBER:
+        return codec__positive(r, ptr, slot, err);
+    case ATTEND_FLAG:
+        return codec__flag(r, ptr, slot, err);
+    case ATTEND_ENUM:
+        return codec__enum(r, ptr, fd->values, slot, err);
+    case ATTEND_LABELS:
+        return codec__labels(r, ptr, slot, err);
+    case ATTEND_ALIBI:
+        if (r->p < r->end && (*r->p == 't' || *r->p == 'f'))
+            return codec__flag(r, ptr, &f->alibi.on, err);
+        f->alibi.on = 1;
+        if (codec__members(r, ptr, fd->keys, codec__alibi_member, &f->alibi,
+                           err) != 0)
+            return -1;
+        if (f->alibi.slopes.data == NULL) {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                            "%s: expected true, false or {\"slopes\": [h]}, "
+                            "found an object without \"slopes\"", ptr);
+            return -1;
+        }
+        return 0;
+    case ATTEND_OBJECT:
+        if (id == F_ROPE)
+            return codec__members(r, ptr, fd->keys, codec__rope_member,
+                                  &f->rope, err);
+        if (id == F_WINDOW)
+            return codec__members(r, ptr, fd->keys, codec__window_member,
+                                  &f->window, err);
+        return codec__members(r, ptr, fd->keys, codec__qk_norm_member,
+                              &f->qk_norm, err);
+    case ATTEND_LAYERS: {
+        const char *begin = r->p;
+        if (r->p >= r->end || *r->p != '[') {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                            "%s: expected an array of layer objects, found "
+                            "%s", ptr, codec_json_kind(r));
+            return -1;
+        }
+        if (codec_json_skip(r, err) != 0)
+            return -1;
+        f->layers.text = begin;
+        f->layers.len = (size_t)(r->p - begin);
+        return 0;
+    }
+    }
+    return codec_json_skip(r, err);
+}
+
+/* Reads the object at r->p into f. prefix is "" at the top level and
+ * "/layers/<i>" inside a layer, where the fields that apply to the whole
+ * request are refused. Returns 0, or -1 with err filled: a syntax error
+ * anywhere wins over the first contract error. */
+static int codec__object(codec_reader *r, codec__fields *f,
+                         const char *prefix, codec_error *err)
 {
     codec_error first = {0};
     int failed = 0, at_start = 1;
+    const char *names[F_COUNT + 1];
+    int i;
 
+    for (i = 0; i < F_COUNT; i++)
+        names[i] = attend_fields[i].name;
+    names[F_COUNT] = NULL;
     codec_json_ws(r);
     if (r->p >= r->end) {
         codec_json_syntax(r, err, "empty body, expected a JSON object");
@@ -340,22 +507,22 @@ static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
             return -1;
         }
         codec_json_ws(r);
-        if (r->p < r->end) {
+        if (prefix[0] == '\0' && r->p < r->end) {
             codec_json_syntax(r, err, "unexpected text after the JSON value");
             return -1;
         }
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "",
-                        "the body must be a JSON object, found %s",
-                        codec_json_kind(&at));
+        codec_error_set(err, ERRORS_INVALID_REQUEST, prefix,
+                        "%s must be a JSON object, found %s",
+                        prefix[0] ? prefix : "the body", codec_json_kind(&at));
         return -1;
     }
     r->p++;
-    r->depth = 1;
+    r->depth++;
     for (;;) {
         const char *key, *vstart;
         size_t key_len;
-        int esc, id = F_COUNT, i, rc;
-        char *unesc = NULL;
+        int esc, id, rc, depth;
+        char *unesc = NULL, ptr[400];
         codec_error e = {0};
 
         rc = codec_json_member(r, &at_start, &key, &key_len, &esc, err);
@@ -366,39 +533,47 @@ static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
         if (esc) {
             unesc = codec_json_unescape(key, key_len, &key_len);
             if (unesc == NULL) {
-                codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                                "out of memory while parsing the request");
+                codec__oom(err);
                 return -1;
             }
             key = unesc;
         }
-        for (i = 0; i < F_COUNT; i++) {
-            if (strlen(codec__names[i]) == key_len &&
-                memcmp(codec__names[i], key, key_len) == 0) {
-                id = i;
-                break;
-            }
+        id = attend_field_find(key, key_len);
+        vstart = r->p;
+        depth = r->depth;
+        if (!failed && id == F_COUNT) {
+            codec__unknown(prefix, key, key_len, names, "field", &first);
+            failed = 1;
         }
         free(unesc);
-        vstart = r->p;
+        if (id < F_COUNT)
+            snprintf(ptr, sizeof ptr, "%s/%s", prefix, attend_fields[id].name);
         if (failed || id == F_COUNT ||
             (r->p + 4 <= r->end && memcmp(r->p, "null", 4) == 0 &&
              id != F_X)) {
-            /* skipped: unknown, null (absent), or after a contract error */
+            /* skipped: null (absent), or after a contract error */
             if (codec_json_skip(r, err) != 0)
                 return -1;
-        } else if (f->seen & (1u << id)) {
-            char ptr[64];
-            snprintf(ptr, sizeof ptr, "/%s", codec__names[id]);
+        } else if (prefix[0] != '\0' &&
+                   attend_fields[id].scope == ATTEND_WHOLE) {
+            codec_error_set(&first, ERRORS_INVALID_REQUEST, ptr,
+                            "%s: \"%s\" applies to the whole request; give "
+                            "it at the top level, not in a layer", ptr,
+                            attend_fields[id].name);
+            failed = 1;
+            if (codec_json_skip(r, err) != 0)
+                return -1;
+        } else if (f->seen[id]) {
             codec_error_set(&first, ERRORS_INVALID_REQUEST, ptr,
                             "%s: the field is given twice", ptr);
             failed = 1;
             if (codec_json_skip(r, err) != 0)
                 return -1;
         } else {
-            f->seen |= 1u << id;
-            if (codec__field(r, id, f, &e) != 0) {
-                if (e.kind != ERRORS_INVALID_REQUEST) {
+            f->seen[id] = 1;
+            if (codec__field(r, id, f, ptr, &e) != 0) {
+                if (e.kind != ERRORS_INVALID_REQUEST &&
+                    e.kind != ERRORS_UNKNOWN_REF) {
                     codec__error_copy(err, &e);
                     return -1;
                 }
@@ -407,16 +582,19 @@ static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
                 first = e;
                 failed = 1;
                 r->p = vstart;
-                r->depth = 1;
+                r->depth = depth;
                 if (codec_json_skip(r, err) != 0)
                     return -1;
             }
         }
     }
-    codec_json_ws(r);
-    if (r->p < r->end) {
-        codec_json_syntax(r, err, "unexpected text after the JSON object");
-        return -1;
+    r->depth--;
+    if (prefix[0] == '\0') {
+        codec_json_ws(r);
+        if (r->p < r->end) {
+            codec_json_syntax(r, err, "unexpected text after the JSON object");
+            return -1;
+        }
     }
     if (failed) {
         codec__error_copy(err, &first);
@@ -425,502 +603,188 @@ static int codec__object(codec_reader *r, codec__fields *f, codec_error *err)
     return 0;
 }
 
-/* -- cross-checks ----------------------------------------------------------- */
+/* A layer inherits every per-layer field the top level gives and it does
+ * not; inherited buffers stay the top level's (shared). */
+static void codec__inherit(codec__fields *layer, const codec__fields *top)
+{
+    int id;
 
-/* Checks that dimension k of field a (pointer ptr) equals want. */
-static int codec__dim(const codec_array *a, const char *ptr, int k,
-                      size_t want, const char *want_doc, const char *what,
+    for (id = 0; id < F_COUNT; id++) {
+        if (attend_fields[id].scope != ATTEND_LAYER || layer->seen[id] ||
+            !top->seen[id])
+            continue;
+        memcpy((char *)layer + codec__slots[id].offset,
+               (const char *)top + codec__slots[id].offset,
+               codec__slots[id].size);
+        layer->seen[id] = 1;
+        layer->shared[id] = 1;
+    }
+}
+
+/* An error found after a layer's fields were merged points at the field
+ * where it came from: "/layers/2/w_q" when the layer gave w_q, "/w_q" when
+ * it inherited it. */
+static void codec__relocate(codec_error *err, const codec__fields *layer,
+                            const char *prefix)
+{
+    char name[64], field[sizeof err->field], msg[sizeof err->message];
+    const char *f = err->field;
+    size_t n = 0;
+    int id;
+
+    if (f[0] != '/' || strncmp(f, prefix, strlen(prefix)) == 0)
+        return;
+    for (f++; *f && *f != '/' && n + 1 < sizeof name; f++)
+        name[n++] = *f;
+    name[n] = '\0';
+    id = attend_field_find(name, n);
+    if (id == F_COUNT || !layer->seen[id] || layer->shared[id])
+        return;
+    snprintf(field, sizeof field, "%s%s", prefix, err->field);
+    /* messages that start with the pointer say it the same way */
+    n = strlen(err->field);
+    if (strncmp(err->message, err->field, n) == 0)
+        snprintf(msg, sizeof msg, "%s%s", prefix, err->message);
+    else
+        snprintf(msg, sizeof msg, "%s", err->message);
+    snprintf(err->field, sizeof err->field, "%s", field);
+    snprintf(err->message, sizeof err->message, "%s", msg);
+}
+
+/* Checks f, checks the limits and builds one request from it. */
+static int codec__one(codec__fields *f, const limits_config *lim,
+                      const codec_refs *refs, codec_request **out,
                       codec_error *err)
 {
-    char p[300];
-    if (a->shape[k] == want)
-        return 0;
-    codec_array_dim_ptr(a, ptr, k, p, sizeof p);
-    codec_error_set(err, ERRORS_INVALID_REQUEST, p,
-                    "%s: %s is %zu, expected %s = %zu", ptr, what,
-                    a->shape[k], want_doc, want);
-    return -1;
-}
+    codec_request *req = calloc(1, sizeof *req);
+    attn_params *p;
 
-/* Checks that dimension k of a is a multiple of `per` and returns the
- * quotient in *out. */
-static int codec__split(const codec_array *a, const char *ptr, int k,
-                        size_t per, const char *per_doc, const char *what,
-                        size_t *out, codec_error *err)
-{
-    char p[300];
-    if (a->shape[k] % per == 0) {
-        *out = a->shape[k] / per;
-        return 0;
-    }
-    codec_array_dim_ptr(a, ptr, k, p, sizeof p);
-    codec_error_set(err, ERRORS_INVALID_REQUEST, p,
-                    "%s: %s is %zu, expected a multiple of %s = %zu", ptr,
-                    what, a->shape[k], per_doc, per);
-    return -1;
-}
-
-static int codec__too_large(codec_error *err, const char *what, size_t value,
-                            const char *flag, const char *env, uint64_t limit)
-{
-    codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                    "%s is %s%zu; the limit %s (%s) is %llu", what,
-                    value >= CODEC__COUNT_MAX ? "at least " : "", value, flag,
-                    env, (unsigned long long)limit);
-    return -1;
-}
-
-/* Checks label arrays: [count] strings, or [B][count] with a batched x. */
-/* Walks the elements of the array at r->p (validated JSON), calling
- * visit(ctx, i, r) with r->p at element i; visit consumes the element.
- * Returns the element count, or -1 when visit does. */
-static long codec__elements(codec_reader *r,
-                            int (*visit)(void *ctx, size_t i, codec_reader *r),
-                            void *ctx)
-{
-    size_t i = 0;
-    codec_error ignored = {0};
-
-    r->p++; /* '[' */
-    codec_json_ws(r);
-    if (*r->p == ']') {
-        r->p++;
-        return 0;
-    }
-    for (;;) {
-        codec_json_ws(r);
-        if (visit ? visit(ctx, i, r) != 0 : codec_json_skip(r, &ignored) != 0)
-            return -1;
-        i++;
-        codec_json_ws(r);
-        if (*r->p++ == ']')
-            return (long)i;
-    }
-}
-
-typedef struct codec__label_check {
-    const char *name;
-    size_t row;      /* the row of a nested array, or (size_t)-1 */
-    size_t count;    /* labels a row must hold */
-    const char *count_doc;
-    codec_error *err;
-} codec__label_check;
-
-/* Element i of a row of labels: a string. */
-static int codec__label_string(void *ctx, size_t i, codec_reader *r)
-{
-    codec__label_check *c = ctx;
-    codec_error ignored = {0};
-    char ptr[96];
-
-    if (*r->p != '"') {
-        if (c->row == (size_t)-1)
-            snprintf(ptr, sizeof ptr, "/%s/%zu", c->name, i);
-        else
-            snprintf(ptr, sizeof ptr, "/%s/%zu/%zu", c->name, c->row, i);
-        codec_error_set(c->err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: expected a string", ptr);
+    *out = NULL;
+    if (req == NULL) {
+        codec__oom(err);
         return -1;
     }
-    return codec_json_skip(r, &ignored);
-}
-
-/* Row i of [B][count] labels: an array of count strings. */
-static int codec__label_row(void *ctx, size_t i, codec_reader *r)
-{
-    codec__label_check *c = ctx;
-    codec_reader counter = *r;
-    char ptr[96];
-    long n;
-
-    snprintf(ptr, sizeof ptr, "/%s/%zu", c->name, i);
-    if (*r->p != '[') {
-        codec_error_set(c->err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: expected an array of strings", ptr);
-        return -1;
-    }
-    n = codec__elements(&counter, NULL, NULL);
-    if (n != (long)c->count) {
-        codec_error_set(c->err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: %ld labels, expected %s = %zu", ptr, n,
-                        c->count_doc, c->count);
-        return -1;
-    }
-    c->row = i;
-    return codec__elements(r, codec__label_string, c) < 0 ? -1 : 0;
-}
-
-static int codec__check_labels(const codec__label_text *t, const char *name,
-                               size_t B, int batched, size_t count,
-                               const char *count_doc, codec_error *err)
-{
-    codec__label_check c = {name, (size_t)-1, count, count_doc, err};
-    codec_reader r;
-    char ptr[96];
-    long rows;
-    int nested;
-
-    if (t->text == NULL)
-        return 0;
-    r.start = r.p = t->text;
-    r.end = t->text + t->len;
-    r.depth = 0;
-    rows = codec__elements(&r, NULL, NULL);
-    r.p = t->text + 1;
-    codec_json_ws(&r);
-    nested = rows > 0 && *r.p == '[';
-    r.p = t->text;
-    snprintf(ptr, sizeof ptr, "/%s", name);
-    if (!nested) {
-        if (rows != (long)count) {
-            codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                            "%s: %ld labels, expected %s = %zu (or [B][%s])",
-                            ptr, rows, count_doc, count, count_doc);
-            return -1;
-        }
-        return codec__elements(&r, codec__label_string, &c) < 0 ? -1 : 0;
-    }
-    if (!batched) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: expected [%s] strings for a 2-D x ([B][%s] goes "
-                        "with a batched x), found nested arrays", ptr,
-                        count_doc, count_doc);
-        return -1;
-    }
-    if (rows != (long)B) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: %ld rows of labels, expected B = %zu", ptr, rows,
-                        B);
-        return -1;
-    }
-    return codec__elements(&r, codec__label_row, &c) < 0 ? -1 : 0;
-}
-
-/* Derives the dimensions from the shapes and checks them against each other.
- * Fills d; returns 0 or -1 with err filled. */
-static int codec__dims(codec__fields *f, attn_dims *d, codec_error *err)
-{
-    const codec_array *x = &f->x;
-    int b3 = x->rank == 3;
-
-    if (x->data == NULL) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/x",
-                        "/x: missing required field ([n][d_model] or "
-                        "[B][n][d_model])");
-        return -1;
-    }
-    memset(d, 0, sizeof *d);
-    d->B = b3 ? x->shape[0] : 1;
-    d->n = x->shape[b3];
-    d->d_model = x->shape[b3 + 1];
-    if (f->memory.data != NULL) {
-        const codec_array *mem = &f->memory;
-        if (mem->rank != x->rank) {
-            codec_error_set(err, ERRORS_INVALID_REQUEST, "/memory",
-                            "/memory: expected %s like x, found a rank-%d "
-                            "array", b3 ? "[B][m][d_mem]" : "[m][d_mem]",
-                            mem->rank);
-            return -1;
-        }
-        if (b3 && codec__dim(mem, "/memory", 0, d->B, "B", "the batch size",
-                             err) != 0)
-            return -1;
-        d->m = mem->shape[b3];
-        d->d_mem = mem->shape[b3 + 1];
-    } else {
-        d->m = d->n;
-        d->d_mem = d->d_model;
-    }
-    d->h = f->has_h ? f->h : 1;
-    d->g = f->has_g ? f->g : d->h;
-    if (d->g > d->h) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/num_kv_heads",
-                        "/num_kv_heads: expected 1 <= g <= h = %zu, found "
-                        "g = %zu", d->h, d->g);
-        return -1;
-    }
-    if (d->h % d->g != 0) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/num_kv_heads",
-                        "/num_kv_heads: g = %zu must divide num_heads "
-                        "h = %zu", d->g, d->h);
-        return -1;
-    }
-
-    /* w_q fixes d_k */
-    if (f->w_q.data == NULL) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/w_q",
-                        "/w_q: missing required field ([d_model][h*d_k] or "
-                        "[h][d_model][d_k])");
-        return -1;
-    }
-    if (f->w_q.rank == 2) {
-        if (codec__dim(&f->w_q, "/w_q", 0, d->d_model, "d_model (the width "
-                       "of x)", "the number of rows", err) ||
-            codec__split(&f->w_q, "/w_q", 1, d->h, "num_heads",
-                         "the row width (h*d_k)", &d->d_k, err))
-            return -1;
-    } else {
-        if (codec__dim(&f->w_q, "/w_q", 0, d->h, "num_heads",
-                       "the number of heads", err) ||
-            codec__dim(&f->w_q, "/w_q", 1, d->d_model, "d_model (the width "
-                       "of x)", "the number of rows", err))
-            return -1;
-        d->d_k = f->w_q.shape[2];
-    }
-
-    if (f->w_k.data == NULL) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/w_k",
-                        "/w_k: missing required field ([d_mem][g*d_k] or "
-                        "[g][d_mem][d_k])");
-        return -1;
-    }
-    if (f->w_k.rank == 2) {
-        if (codec__dim(&f->w_k, "/w_k", 0, d->d_mem, "d_mem (the width of "
-                       "memory, or of x)", "the number of rows", err) ||
-            codec__dim(&f->w_k, "/w_k", 1, d->g * d->d_k, "g*d_k",
-                       "the row width", err))
-            return -1;
-    } else {
-        if (codec__dim(&f->w_k, "/w_k", 0, d->g, "num_kv_heads",
-                       "the number of heads", err) ||
-            codec__dim(&f->w_k, "/w_k", 1, d->d_mem, "d_mem (the width of "
-                       "memory, or of x)", "the number of rows", err) ||
-            codec__dim(&f->w_k, "/w_k", 2, d->d_k, "d_k (from w_q)",
-                       "the row width", err))
-            return -1;
-    }
-
-    if (f->w_v.data == NULL) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/w_v",
-                        "/w_v: missing required field ([d_mem][g*d_v] or "
-                        "[g][d_mem][d_v])");
-        return -1;
-    }
-    if (f->w_v.rank == 2) {
-        if (codec__dim(&f->w_v, "/w_v", 0, d->d_mem, "d_mem (the width of "
-                       "memory, or of x)", "the number of rows", err) ||
-            codec__split(&f->w_v, "/w_v", 1, d->g, "num_kv_heads",
-                         "the row width (g*d_v)", &d->d_v, err))
-            return -1;
-    } else {
-        if (codec__dim(&f->w_v, "/w_v", 0, d->g, "num_kv_heads",
-                       "the number of heads", err) ||
-            codec__dim(&f->w_v, "/w_v", 1, d->d_mem, "d_mem (the width of "
-                       "memory, or of x)", "the number of rows", err))
-            return -1;
-        d->d_v = f->w_v.shape[2];
-    }
-
-    if (f->w_o.data != NULL) {
-        if (codec__dim(&f->w_o, "/w_o", 0, d->h * d->d_v, "h*d_v",
-                       "the number of rows", err))
-            return -1;
-        d->d_out = f->w_o.shape[1];
-    } else {
-        d->d_out = d->h * d->d_v;
-    }
-
-    if ((f->b_q.data && codec__dim(&f->b_q, "/b_q", 0, d->h * d->d_k, "h*d_k",
-                                   "the length", err)) ||
-        (f->b_k.data && codec__dim(&f->b_k, "/b_k", 0, d->g * d->d_k, "g*d_k",
-                                   "the length", err)) ||
-        (f->b_v.data && codec__dim(&f->b_v, "/b_v", 0, d->g * d->d_v, "g*d_v",
-                                   "the length", err)) ||
-        (f->b_o.data && codec__dim(&f->b_o, "/b_o", 0, d->d_out, "d_out",
-                                   "the length", err)))
-        return -1;
-
-    if (f->kpm.data != NULL) {
-        if (f->kpm.rank == 2 && !b3) {
-            codec_error_set(err, ERRORS_INVALID_REQUEST, "/key_padding_mask",
-                            "/key_padding_mask: expected [m] for a 2-D x "
-                            "([B][m] goes with a batched x), found a rank-2 "
-                            "array");
-            return -1;
-        }
-        if (f->kpm.rank == 1) {
-            if (codec__dim(&f->kpm, "/key_padding_mask", 0, d->m, "m (keys)",
-                           "the length", err))
-                return -1;
-        } else if (codec__dim(&f->kpm, "/key_padding_mask", 0, d->B,
-                              "B (the batch size)", "the number of rows",
-                              err) ||
-                   codec__dim(&f->kpm, "/key_padding_mask", 1, d->m,
-                              "m (keys)", "the row length", err)) {
-            return -1;
-        }
-    }
-    if (f->top_k > d->m) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/top_k",
-                        "/top_k: expected 1 <= k <= m = %zu (keys), found "
-                        "%zu", d->m, f->top_k);
-        return -1;
-    }
-    if (f->top_k > 0 && f->weights == ATTN_WEIGHTS_NONE) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/top_k",
-                        "/top_k: selects weights to return, but "
-                        "return_weights is \"none\"; expected \"per_head\" "
-                        "or \"mean\"");
-        return -1;
-    }
-    if (codec__check_labels(&f->tokens, "tokens", d->B, b3, d->n, "n", err) ||
-        codec__check_labels(&f->memory_tokens, "memory_tokens", d->B, b3,
-                            d->m, "m", err))
-        return -1;
-    return 0;
-}
-
-/* The limits, cheapest first; every product is overflow-checked. */
-static int codec__limits(const attn_params *p, size_t top_k, int analysis,
-                         const limits_config *lim, uint64_t *params,
-                         uint64_t *flops, codec_error *err)
-{
-    const attn_dims *d = &p->dims;
-    const struct {
-        const char *name;
-        size_t v;
-    } dims[] = {{"n", d->n},         {"m", d->m},     {"d_model", d->d_model},
-                {"d_mem", d->d_mem}, {"d_k", d->d_k}, {"d_v", d->d_v},
-                {"d_out", d->d_out}};
-    size_t i, maps = 0, outs = 0;
-    char what[64];
-    int rc;
-
-    for (i = 0; i < sizeof dims / sizeof dims[0]; i++) {
-        if (dims[i].v > lim->max_dim) {
-            snprintf(what, sizeof what, "the dimension %s", dims[i].name);
-            return codec__too_large(err, what, dims[i].v, "--max-dim",
-                                    "ATTND_MAX_DIM", lim->max_dim);
-        }
-    }
-    if (d->B > lim->max_batch)
-        return codec__too_large(err, "the batch size B", d->B, "--max-batch",
-                                "ATTND_MAX_BATCH", lim->max_batch);
-    if (d->h > lim->max_heads)
-        return codec__too_large(err, "num_heads", d->h, "--max-heads",
-                                "ATTND_MAX_HEADS", lim->max_heads);
-    if (p->weights != ATTN_WEIGHTS_NONE) {
-        /* with top_k each row returns k (index, weight) pairs, 2k values */
-        int ovf = __builtin_mul_overflow(d->B, d->n, &maps) ||
-                  __builtin_mul_overflow(maps, top_k ? 2 * top_k : d->m,
-                                         &maps) ||
-                  (p->weights == ATTN_WEIGHTS_PER_HEAD &&
-                   __builtin_mul_overflow(maps, d->h, &maps));
-        if (ovf || maps > lim->max_map_elems) {
-            if (ovf)
-                maps = SIZE_MAX;
-            codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "attention maps would hold %s%zu values; the "
-                            "limit --max-map-elems (ATTND_MAX_MAP_ELEMS) is "
-                            "%zu", ovf ? "more than " : "", maps,
-                            lim->max_map_elems);
-            return -1;
-        }
-    }
-    /* the analysis returns [B][h][h] similarities, bounded alike */
-    if (analysis) {
-        size_t sim;
-        if (__builtin_mul_overflow(d->B, d->h, &sim) ||
-            __builtin_mul_overflow(sim, d->h, &sim) ||
-            sim > lim->max_map_elems) {
-            codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "the head similarity matrices would hold %zu x "
-                            "%zu x %zu values; the limit --max-map-elems "
-                            "(ATTND_MAX_MAP_ELEMS) is %zu", d->B, d->h, d->h,
-                            lim->max_map_elems);
-            return -1;
-        }
-    }
-    /* The output is bounded by the same limit: a small body with a wide
-     * w_o could otherwise ask for gigabytes of response. */
-    if (__builtin_mul_overflow(d->B, d->n, &outs) ||
-        __builtin_mul_overflow(outs, d->d_out, &outs) ||
-        outs > lim->max_map_elems) {
+    p = &req->p;
+    /* before the shapes are checked against a huge h */
+    if ((f->seen[F_NUM_HEADS] && f->num_heads > lim->max_heads) ||
+        (f->seen[F_NUM_KV_HEADS] && f->num_kv_heads > lim->max_heads)) {
+        int q = f->seen[F_NUM_HEADS] && f->num_heads > lim->max_heads;
         codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                        "the output would hold %zu x %zu x %zu values; the "
-                        "limit --max-map-elems (ATTND_MAX_MAP_ELEMS), which "
-                        "also bounds the output, is %zu", d->B, d->n,
-                        d->d_out, lim->max_map_elems);
-        return -1;
+                        "%s is %s%zu; the limit --max-heads "
+                        "(ATTND_MAX_HEADS) is %zu",
+                        q ? "num_heads" : "num_kv_heads",
+                        (q ? f->num_heads : f->num_kv_heads) >= CODEC__COUNT_MAX
+                            ? "at least " : "",
+                        q ? f->num_heads : f->num_kv_heads, lim->max_heads);
+        goto fail;
     }
-    rc = attn_flops(p, flops);
-    if (rc == ATTN_EOVERFLOW || (rc == ATTN_OK && *flops > lim->max_flops)) {
-        if (rc == ATTN_OK)
+    if (codec__check(f, &p->dims, err) != 0)
+        goto fail;
+    if (codec__limits(p, f, lim, &req->params, &req->flops, err) != 0)
+        goto fail;
+    if (f->store && codec__store_refs(f, req, refs, err) != 0)
+        goto fail;
+    if (codec__build(f, req, err) != 0)
+        goto fail;
+    *out = req;
+    return 0;
+fail:
+    codec_request_free(req);
+    return -1;
+}
+
+/* The layers of a `layers` request, each parsed over the top level's
+ * defaults; their sums are held to the limits too. */
+static int codec__layers(codec__fields *top, const limits_config *lim,
+                         const codec_refs *refs, codec_request *whole,
+                         codec_error *err)
+{
+    codec_reader r;
+    codec_request **layers = NULL;
+    size_t count = 0, cap = 0, maps = 0;
+    uint64_t flops = 0;
+    int first = 1, rc;
+
+    codec_reader_init(&r, top->layers.text, top->layers.len, refs);
+    r.p++; /* '[' (validated) */
+    while ((rc = codec_json_element(&r, &first, err)) == 1) {
+        codec__fields f;
+        char prefix[40];
+        codec_request *one;
+
+        snprintf(prefix, sizeof prefix, "/layers/%zu", count);
+        if (count == cap) {
+            size_t c = cap ? 2 * cap : 8;
+            codec_request **t = realloc(layers, c * sizeof *t);
+            if (t == NULL) {
+                codec__oom(err);
+                goto fail;
+            }
+            layers = t;
+            cap = c;
+        }
+        memset(&f, 0, sizeof f);
+        f.return_weights = ATTN_WEIGHTS_PER_HEAD;
+        if (codec__object(&r, &f, prefix, err) != 0) {
+            codec__fields_free(&f);
+            goto fail;
+        }
+        codec__inherit(&f, top);
+        f.store = top->store;
+        rc = codec__one(&f, lim, refs, &one, err);
+        if (rc != 0)
+            codec__relocate(err, &f, prefix);
+        codec__fields_free(&f);
+        if (rc != 0)
+            goto fail;
+        layers[count++] = one;
+        flops += one->flops;
+        maps += one->weights_elems;
+        if (flops > lim->max_flops) {
             codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "the request needs %llu flops; the limit "
+                            "the layers need %llu flops together; the limit "
                             "--max-flops (ATTND_MAX_FLOPS) is %llu",
-                            (unsigned long long)*flops,
+                            (unsigned long long)flops,
                             (unsigned long long)lim->max_flops);
-        else
-            codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "the request's flop count overflows 64 bits; "
-                            "the limit --max-flops (ATTND_MAX_FLOPS) is %llu",
-                            (unsigned long long)lim->max_flops);
-        return -1;
+            goto fail;
+        }
     }
-    if (rc == ATTN_OK)
-        rc = attn_param_count(p, params);
-    if (rc != ATTN_OK) {
-        codec_error_set(err, errors_from_attn(rc), NULL,
-                        "the library refused the request: %s",
-                        attn_strerror(rc));
-        return -1;
+    if (rc < 0)
+        goto fail;
+    (void)maps;
+    if (count == 0) {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, "/layers",
+                        "/layers: expected at least one layer object, found "
+                        "an empty array");
+        goto fail;
     }
+    whole->layers = layers;
+    whole->n_layers = count;
     return 0;
-}
-
-/* [k][rows][d] (one matrix per head) -> [rows][k*d] (heads side by side).
- * Returns a new buffer or NULL when out of memory. */
-static float *codec__side_by_side(const float *in, size_t k, size_t rows,
-                                  size_t d)
-{
-    float *out = malloc(k * rows * d * sizeof(float));
-    size_t i, r;
-
-    if (out == NULL)
-        return NULL;
-    for (i = 0; i < k; i++)
-        for (r = 0; r < rows; r++)
-            memcpy(out + r * k * d + i * d, in + (i * rows + r) * d,
-                   d * sizeof(float));
-    return out;
-}
-
-/* Moves a's buffer to *dst; a 3-D weight (`weight` set) is converted to the
- * side-by-side layout, while a 3-D x or memory is already [B][rows][d].
- * Returns 0 or -1 (out of memory). */
-static int codec__take(codec_array *a, float **dst, int weight)
-{
-    if (a->data == NULL) {
-        *dst = NULL;
-        return 0;
-    }
-    if (weight && a->rank == 3) {
-        float *t = codec__side_by_side(a->data, a->shape[0], a->shape[1],
-                                       a->shape[2]);
-        if (t == NULL)
-            return -1;
-        codec_array_clear(a);
-        *dst = t;
-        return 0;
-    }
-    *dst = a->data;
-    a->data = NULL;
-    return 0;
+fail:
+    while (count > 0)
+        codec_request_free(layers[--count]);
+    free(layers);
+    return -1;
 }
 
 int codec_parse(const char *body, size_t len, const limits_config *lim,
                 codec_request **out, codec_error *err)
 {
+    return codec_parse_with(body, len, lim, NULL, out, err);
+}
+
+int codec_parse_with(const char *body, size_t len, const limits_config *lim,
+                     struct store *st, codec_request **out, codec_error *err)
+{
     codec__fields f;
     codec_reader r;
-    codec_request *req = NULL;
-    attn_params *p;
+    const codec_refs *refs = codec_refs_of(st);
     int rc;
 
     *out = NULL;
     memset(&f, 0, sizeof f);
-    f.weights = ATTN_WEIGHTS_PER_HEAD;
+    f.return_weights = ATTN_WEIGHTS_PER_HEAD;
     if (len > lim->max_body_bytes) {
         codec_error_set(err, ERRORS_TOO_LARGE, NULL,
                         "the body has %zu bytes; the limit --max-body-bytes "
@@ -928,109 +792,35 @@ int codec_parse(const char *body, size_t len, const limits_config *lim,
                         lim->max_body_bytes);
         return -1;
     }
-    r.start = r.p = body;
-    r.end = body + len;
-    r.depth = 0;
-    if (codec__object(&r, &f, err) != 0)
-        goto fail;
-
-    req = calloc(1, sizeof *req);
-    if (req == NULL) {
-        codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                        "out of memory while parsing the request");
-        goto fail;
+    codec_reader_init(&r, body, len, refs);
+    if (codec__object(&r, &f, "", err) != 0) {
+        codec__fields_free(&f);
+        return -1;
     }
-    p = &req->p;
-    /* before the shapes are checked against a huge h */
-    if ((f.has_h && f.h > lim->max_heads) ||
-        (f.has_g && f.g > lim->max_heads)) {
-        codec__too_large(err, f.has_h && f.h > lim->max_heads
-                                  ? "num_heads" : "num_kv_heads",
-                         f.has_h && f.h > lim->max_heads ? f.h : f.g,
-                         "--max-heads", "ATTND_MAX_HEADS", lim->max_heads);
-        goto fail;
-    }
-    if (codec__dims(&f, &p->dims, err) != 0)
-        goto fail;
-    p->mask = f.mask;
-    p->weights = f.weights;
-    p->scale = f.has_scale ? (float)f.scale : 0.0f;
-    /* pointers for the limit checks; the real buffers are set below */
-    p->x = f.x.data;
-    p->memory = f.memory.data;
-    p->w_q = f.w_q.data;
-    p->w_k = f.w_k.data;
-    p->w_v = f.w_v.data;
-    p->w_o = f.w_o.data;
-    p->b_q = f.b_q.data;
-    p->b_k = f.b_k.data;
-    p->b_v = f.b_v.data;
-    p->b_o = f.b_o.data;
-    if (codec__limits(p, f.top_k, f.analysis, lim, &req->params,
-                      &req->flops, err) != 0)
-        goto fail;
-    req->analysis = f.analysis;
-    req->top_k = f.top_k;
-    req->batched = f.x.rank == 3; /* before the buffers move */
-
-    if (codec__take(&f.x, &req->x, 0) ||
-        codec__take(&f.memory, &req->memory, 0) ||
-        codec__take(&f.w_q, &req->w_q, 1) || codec__take(&f.w_k, &req->w_k, 1) ||
-        codec__take(&f.w_v, &req->w_v, 1) || codec__take(&f.w_o, &req->w_o, 0) ||
-        codec__take(&f.b_q, &req->b_q, 0) || codec__take(&f.b_k, &req->b_k, 0) ||
-        codec__take(&f.b_v, &req->b_v, 0) || codec__take(&f.b_o, &req->b_o, 0)) {
-        codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                        "out of memory while parsing the request");
-        goto fail;
-    }
-    if (f.kpm.data != NULL) {
-        size_t B = p->dims.B, m = p->dims.m, b;
-        req->key_padding = malloc(B * m);
-        if (req->key_padding == NULL) {
-            codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                            "out of memory while parsing the request");
-            goto fail;
+    if (f.layers.text == NULL) {
+        if (f.rollout) {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, "/rollout",
+                            "/rollout: needs \"layers\" (the rollout of a "
+                            "stack of self-attention layers)");
+            rc = -1;
+        } else {
+            rc = codec__one(&f, lim, refs, out, err);
         }
-        /* [m] is broadcast over the batch */
-        for (b = 0; b < B; b++)
-            memcpy(req->key_padding + b * m,
-                   (const uint8_t *)f.kpm.data + (f.kpm.rank == 2 ? b * m : 0),
-                   m);
-    }
-    if ((f.tokens.text != NULL &&
-         (req->tokens_json = codec__strndup(f.tokens.text, f.tokens.len)) ==
-             NULL) ||
-        (f.memory_tokens.text != NULL &&
-         (req->memory_tokens_json = codec__strndup(
-              f.memory_tokens.text, f.memory_tokens.len)) == NULL)) {
-        codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                        "out of memory while parsing the request");
-        goto fail;
-    }
-    p->x = req->x;
-    p->memory = req->memory;
-    p->w_q = req->w_q;
-    p->w_k = req->w_k;
-    p->w_v = req->w_v;
-    p->w_o = req->w_o;
-    p->b_q = req->b_q;
-    p->b_k = req->b_k;
-    p->b_v = req->b_v;
-    p->b_o = req->b_o;
-    p->key_padding = req->key_padding;
-    req->base64_out = f.base64;
-    rc = attn_check(p);
-    if (rc != ATTN_OK) {
-        codec_error_set(err, errors_from_attn(rc), NULL,
-                        "the library refused the request: %s",
-                        attn_strerror(rc));
-        goto fail;
+    } else {
+        codec_request *whole = calloc(1, sizeof *whole);
+        rc = -1;
+        if (whole == NULL)
+            codec__oom(err);
+        else if (codec__layers(&f, lim, refs, whole, err) != 0)
+            codec_request_free(whole);
+        else if ((whole->rollout = f.rollout) &&
+                 codec_rollout_check(whole, err) != 0)
+            codec_request_free(whole);
+        else {
+            *out = whole;
+            rc = 0;
+        }
     }
     codec__fields_free(&f);
-    *out = req;
-    return 0;
-fail:
-    codec__fields_free(&f);
-    codec_request_free(req);
-    return -1;
+    return rc;
 }

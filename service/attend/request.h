@@ -14,19 +14,34 @@
 
 /* -- the parsed request ---------------------------------------------------- */
 
+/* Most buffers one request owns or holds: every tensor field, its layout
+ * conversions and the expanded masks and positions. */
+#define CODEC_MAX_OWNED 64
+
 struct codec_request {
-    attn_params p;     /* pointers into the owned buffers below */
+    attn_params p;     /* pointers into the owned and held buffers below */
     int batched;       /* x was given as [B][n][d_model] (rank follows x) */
     int base64_out;    /* "encoding": "base64" */
-    /* owned inputs (NULL when absent) */
-    float *x, *memory, *w_q, *w_k, *w_v, *w_o, *b_q, *b_k, *b_v, *b_o;
-    uint8_t *key_padding; /* [B][m] */
+    void *owned[CODEC_MAX_OWNED];       /* freed with the request */
+    size_t n_owned;
+    const void *holds[CODEC_MAX_OWNED]; /* stored tensors, given back */
+    size_t n_holds;
+    codec_refs refs;          /* how holds are given back (a copy) */
     char *tokens_json;        /* compact JSON of "tokens", or NULL */
     char *memory_tokens_json; /* compact JSON of "memory_tokens", or NULL */
+    char *refs_json;          /* store: {"w_q":"sha256:..",...}, or NULL */
     uint64_t params;   /* attn_param_count */
     uint64_t flops;    /* attn_flops */
-    int analysis;      /* "analysis": true (head figures, issue 8) */
+    int analysis;      /* "analysis": true (head figures) */
     size_t top_k;      /* "top_k": k, or 0 for dense maps */
+    int want_value_norms; /* "value_norms": true */
+    int want_qk;          /* "return_qk": true */
+    /* a `layers` request: the layers, each a whole request of its own;
+     * this request then computes nothing itself */
+    codec_request **layers;
+    size_t n_layers;
+    int rollout;          /* "rollout": true */
+    float *rollout_map;   /* [B][n][n] once run */
     /* results of codec_run */
     float *output;     /* [B][n][d_out] */
     float *weights;    /* [B][h][n][m], [B][n][m] or NULL (also with top_k) */
@@ -37,9 +52,20 @@ struct codec_request {
     attn_head_stats *heads; /* analysis: [B][h] */
     float *similarity;      /* analysis: [B][h][h] */
     size_t *skipped_rows;   /* analysis: [B] */
+    float *value_norms;     /* value_norms: [B][h][m] */
+    float *q_out, *k_out;   /* return_qk: [B][h][n][d_k], [B][g][m][d_k] */
     const attn_executor *exec; /* the pool codec_run was given, or NULL */
     double elapsed_ms;
     double analysis_seconds; /* extras' cost, summed over compute threads */
 };
+
+/* refs.c: the resolver of {"ref": ...} tensors and `store: true` puts
+ * over the tensor store st; NULL when st is NULL (the store is off). */
+struct store;
+const codec_refs *codec_refs_of(struct store *st);
+
+/* run.c: a rollout request's layers are self-attention over one n and B;
+ * 0, or -1 with err filled. */
+int codec_rollout_check(const codec_request *req, codec_error *err);
 
 #endif

@@ -1,9 +1,12 @@
 /* attend/run.c: runs the library on a parsed request (attn_forward, or
- * attn_forward_ex for top-k rows and head analysis), keeps the results in
- * it, and frees requests. */
+ * attn_forward_ex for top-k rows, head analysis, value norms and the
+ * queries and keys), each layer of a `layers` request in turn with the
+ * attention rollout over them, keeps the results in it, and frees
+ * requests. */
 #include "attend/request.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +26,11 @@ static void codec__results_free(codec_request *req)
     free(req->heads);
     free(req->similarity);
     free(req->skipped_rows);
+    free(req->value_norms);
+    free(req->q_out);
+    free(req->k_out);
+    free(req->rollout_map);
+    req->value_norms = req->q_out = req->k_out = req->rollout_map = NULL;
     req->output = req->weights = req->pairs = req->similarity = NULL;
     req->heads = NULL;
     req->skipped_rows = NULL;
@@ -32,8 +40,8 @@ static void codec__results_free(codec_request *req)
 /* 4 MFLOP: about 40 us on one core here. */
 #define CODEC_INLINE_FLOPS UINT64_C(4000000)
 
-int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
-              double *compute_seconds)
+static int codec__run_one(codec_request *req, const attn_executor *exec,
+                          codec_error *err, double *compute_seconds)
 {
     const attn_dims *d = &req->p.dims;
     size_t out_n = 0, w_n = 0, rows = 0, i;
@@ -74,6 +82,16 @@ int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
         ex.similarity = sim;
         ex.skipped_rows = req->skipped_rows;
     }
+    if (req->want_value_norms) {
+        req->value_norms = malloc(d->B * d->h * d->m * sizeof(float));
+        ex.value_norms = req->value_norms;
+    }
+    if (req->want_qk) {
+        req->q_out = malloc(d->B * d->h * d->n * d->d_k * sizeof(float));
+        req->k_out = malloc(d->B * d->g * d->m * d->d_k * sizeof(float));
+        ex.q_out = req->q_out;
+        ex.k_out = req->k_out;
+    }
     /* codec_parse bounded both counts by --max-map-elems */
     req->output = malloc(out_n * sizeof(float));
     req->weights = w_n ? malloc(w_n * sizeof(float)) : NULL;
@@ -82,7 +100,9 @@ int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
                           req->pairs == NULL)) ||
           (req->analysis && (req->heads == NULL || sim == NULL ||
                              req->similarity == NULL ||
-                             req->skipped_rows == NULL));
+                             req->skipped_rows == NULL)) ||
+          (req->want_value_norms && req->value_norms == NULL) ||
+          (req->want_qk && (req->q_out == NULL || req->k_out == NULL));
     if (oom) {
         codec__results_free(req);
         free(top_index);
@@ -101,7 +121,7 @@ int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
     req->exec = exec; /* the writer formats large maps on it */
     ex.cost_seconds = &req->analysis_seconds;
     t0 = codec__now();
-    if (req->top_k || req->analysis)
+    if (req->top_k || req->analysis || req->want_value_norms || req->want_qk)
         rc = attn_forward_ex(&req->p, req->output, req->weights, &ex);
     else
         rc = attn_forward(&req->p, req->output, req->weights);
@@ -142,21 +162,180 @@ int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
     return 0;
 }
 
+int codec_rollout_check(const codec_request *req, codec_error *err)
+{
+    const attn_dims *first = &req->layers[0]->p.dims;
+    size_t l;
+
+    for (l = 0; l < req->n_layers; l++) {
+        const codec_request *one = req->layers[l];
+        const attn_dims *d = &one->p.dims;
+        char ptr[40];
+        snprintf(ptr, sizeof ptr, "/layers/%zu", l);
+        if (one->p.memory != NULL) {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, "/rollout",
+                            "/rollout: needs self-attention in every layer, "
+                            "but %s has memory (cross-attention)", ptr);
+            return -1;
+        }
+        if (d->n != first->n || d->B != first->B) {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, "/rollout",
+                            "/rollout: needs every layer over the same "
+                            "tokens; %s has B = %zu, n = %zu against B = %zu, "
+                            "n = %zu in the first", ptr, d->B, d->n, first->B,
+                            first->n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One layer's attention averaged over heads, A_l [B][n][n], in float64:
+ * from the mean map, or the per-head maps, or computed again by the
+ * reference when the layer returned no weights (or only top-k rows). */
+static int codec__layer_mean(const codec_request *one, double *a)
+{
+    const attn_dims *d = &one->p.dims;
+    size_t nn = d->n * d->n, b, i, k;
+    float *w = NULL;
+    const float *src = one->weights;
+    attn_weights kind = one->p.weights;
+
+    if (src == NULL) {
+        attn_params p = one->p;
+        float *out = malloc(d->B * d->n * d->d_out * sizeof(float));
+        p.weights = ATTN_WEIGHTS_MEAN;
+        w = malloc(d->B * nn * sizeof(float));
+        if (out == NULL || w == NULL ||
+            attn_forward(&p, out, w) != ATTN_OK) {
+            free(out);
+            free(w);
+            return -1;
+        }
+        free(out);
+        src = w;
+        kind = ATTN_WEIGHTS_MEAN;
+    }
+    for (b = 0; b < d->B; b++)
+        for (k = 0; k < nn; k++) {
+            double acc = 0;
+            if (kind == ATTN_WEIGHTS_MEAN)
+                acc = src[b * nn + k];
+            else {
+                for (i = 0; i < d->h; i++)
+                    acc += src[(b * d->h + i) * nn + k];
+                acc /= (double)d->h;
+            }
+            a[b * nn + k] = acc;
+        }
+    free(w);
+    return 0;
+}
+
+/* Attention rollout (Abnar and Zuidema 2020): R_1 = Â_1, R_l = Â_l R_(l-1)
+ * with Â_l = (A_l + I), each row divided by its sum. */
+static int codec__rollout(codec_request *req)
+{
+    const attn_dims *d = &req->layers[0]->p.dims;
+    size_t n = d->n, nn = n * n, B = d->B, l, b, r, c, k;
+    double *a = malloc(B * nn * sizeof(double));
+    double *acc = malloc(B * nn * sizeof(double));
+    double *tmp = malloc(nn * sizeof(double));
+    int rc = -1;
+
+    req->rollout_map = malloc(B * nn * sizeof(float));
+    if (a == NULL || acc == NULL || tmp == NULL || req->rollout_map == NULL)
+        goto out;
+    for (l = 0; l < req->n_layers; l++) {
+        if (codec__layer_mean(req->layers[l], a) != 0)
+            goto out;
+        for (b = 0; b < B; b++) {
+            double *al = a + b * nn, *rb = acc + b * nn;
+            for (r = 0; r < n; r++) {
+                double sum = 0;
+                al[r * n + r] += 1.0;
+                for (c = 0; c < n; c++)
+                    sum += al[r * n + c];
+                for (c = 0; c < n; c++)
+                    al[r * n + c] /= sum;
+            }
+            if (l == 0) {
+                memcpy(rb, al, nn * sizeof(double));
+                continue;
+            }
+            for (r = 0; r < n; r++)
+                for (c = 0; c < n; c++) {
+                    double s = 0;
+                    for (k = 0; k < n; k++)
+                        s += al[r * n + k] * rb[k * n + c];
+                    tmp[r * n + c] = s;
+                }
+            memcpy(rb, tmp, nn * sizeof(double));
+        }
+    }
+    for (k = 0; k < B * nn; k++)
+        req->rollout_map[k] = (float)acc[k];
+    rc = 0;
+out:
+    free(a);
+    free(acc);
+    free(tmp);
+    return rc;
+}
+
+int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
+              double *compute_seconds)
+{
+    double total = 0, one;
+    size_t l;
+
+    if (req->n_layers == 0)
+        return codec__run_one(req, exec, err, compute_seconds);
+    req->elapsed_ms = 0;
+    req->params = req->flops = 0;
+    for (l = 0; l < req->n_layers; l++) {
+        if (codec__run_one(req->layers[l], exec, err, &one) != 0) {
+            char field[sizeof err->field];
+            /* the failing layer, named in the error */
+            snprintf(field, sizeof field, "/layers/%zu", l);
+            if (err->field[0] == '\0')
+                snprintf(err->field, sizeof err->field, "%s", field);
+            return -1;
+        }
+        total += one;
+        req->elapsed_ms += req->layers[l]->elapsed_ms;
+        req->params += req->layers[l]->params;
+        req->flops += req->layers[l]->flops;
+    }
+    req->exec = exec;
+    if (req->rollout) {
+        double t0 = codec__now();
+        if (codec__rollout(req) != 0) {
+            codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
+                            "out of memory for the attention rollout");
+            return -1;
+        }
+        total += codec__now() - t0;
+    }
+    if (compute_seconds != NULL)
+        *compute_seconds = total;
+    return 0;
+}
+
 void codec_request_free(codec_request *req)
 {
+    size_t i;
+
     if (req == NULL)
         return;
-    free(req->x);
-    free(req->memory);
-    free(req->w_q);
-    free(req->w_k);
-    free(req->w_v);
-    free(req->w_o);
-    free(req->b_q);
-    free(req->b_k);
-    free(req->b_v);
-    free(req->b_o);
-    free(req->key_padding);
+    for (i = 0; i < req->n_owned; i++)
+        free(req->owned[i]);
+    for (i = 0; i < req->n_holds; i++)
+        req->refs.release(req->refs.ctx, req->holds[i]);
+    for (i = 0; i < req->n_layers; i++)
+        codec_request_free(req->layers[i]);
+    free(req->layers);
+    free(req->refs_json);
     free(req->tokens_json);
     free(req->memory_tokens_json);
     codec__results_free(req);

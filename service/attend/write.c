@@ -4,6 +4,7 @@
  * time, so a response of tens of megabytes never exists as one string or one
  * jansson tree. Numbers are the shortest text that reads back to the same
  * float32 (json/numbers.c). */
+#include "attend/fields.h"
 #include "attend/request.h"
 
 #include <stdarg.h>
@@ -183,40 +184,14 @@ static int codec__analysis(codec_writer *w, const codec_request *req)
     return req->batched ? codec__text(w, "]") : 0;
 }
 
-codec_writer *codec_writer_new(codec_request *req)
+/* Appends the segments of one answer object {"output": .., "meta": {..}}
+ * for a request that codec_run completed. 0, or -1 when out of memory. */
+static int codec__answer(codec_writer *w, const codec_request *req)
 {
-    codec_writer *w;
-    const attn_params *p;
-    const attn_dims *d;
+    const attn_params *p = &req->p;
+    const attn_dims *d = &p->dims;
     size_t shape[CODEC__RANK];
-    int b, ok;
-
-    if (req == NULL)
-        return NULL;
-    if (req->output == NULL) {
-        /* codec_run has not succeeded: there is no body to write */
-        codec_request_free(req);
-        return NULL;
-    }
-    /* the stage is written before it is read: only the fields are zeroed
-     * (calloc cleared its 64 KiB for every response) */
-    w = malloc(sizeof *w);
-    if (w == NULL) {
-        codec_request_free(req);
-        return NULL;
-    }
-    memset(w, 0, offsetof(codec_writer, stage_own));
-    w->req = req;
-    w->stage = w->stage_own;
-    /* Parallel formatting needs a pool of two or more workers, and its
-     * buffers (codec__par_buffers) only a segment large enough for it. */
-    if (req->exec != NULL && req->exec->workers > 1 && !req->base64_out) {
-        w->par_tasks = 2 * req->exec->workers;
-        w->exec = req->exec;
-    }
-    p = &req->p;
-    d = &p->dims;
-    b = req->batched;
+    int b = req->batched, ok;
 
     /* output: [B][n][d_out] or [n][d_out] */
     shape[0] = d->B;
@@ -250,6 +225,30 @@ codec_writer *codec_writer_new(codec_request *req)
     }
     if (ok && req->heads != NULL)
         ok = codec__analysis(w, req) == 0;
+    if (ok && req->value_norms != NULL) {
+        /* [B][h][m] or [h][m] */
+        shape[0] = d->B;
+        shape[1] = d->h;
+        shape[2] = d->m;
+        ok = codec__text(w, ",\"value_norms\":") == 0 &&
+             codec__array(w, req->value_norms, shape + !b, 2 + b,
+                          req->base64_out) == 0;
+    }
+    if (ok && req->q_out != NULL) {
+        /* q [B][h][n][d_k], k [B][g][m][d_k] */
+        shape[0] = d->B;
+        shape[1] = d->h;
+        shape[2] = d->n;
+        shape[3] = d->d_k;
+        ok = codec__text(w, ",\"q\":") == 0 &&
+             codec__array(w, req->q_out, shape + !b, 3 + b,
+                          req->base64_out) == 0;
+        shape[1] = d->g;
+        shape[2] = d->m;
+        ok = ok && codec__text(w, ",\"k\":") == 0 &&
+             codec__array(w, req->k_out, shape + !b, 3 + b,
+                          req->base64_out) == 0;
+    }
     if (ok && req->tokens_json != NULL)
         ok = codec__text(w, ",\"tokens\":%s", req->tokens_json) == 0;
     if (ok && req->memory_tokens_json != NULL)
@@ -263,16 +262,80 @@ codec_writer *codec_writer_new(codec_request *req)
                          "\"flops\":%llu,\"elapsed_ms\":%.3f",
                          d->B, d->n, d->m, d->d_model, d->d_mem, d->h, d->g,
                          d->d_k, d->d_v, d->d_out,
-                         p->mask == ATTN_MASK_CAUSAL ? "causal" : "none",
+                         attend_mask_names[p->mask == ATTN_MASK_CAUSAL],
                          (unsigned long long)req->params,
                          (unsigned long long)req->flops, req->elapsed_ms) == 0;
     /* the extras' share of elapsed_ms, as CPU time over the compute threads */
     if (ok && (req->analysis || req->top_k))
         ok = codec__text(w, ",\"analysis_ms\":%.3f",
                          req->analysis_seconds * 1e3) == 0;
+    if (ok && req->refs_json != NULL)
+        ok = codec__text(w, ",\"refs\":%s", req->refs_json) == 0;
     if (ok)
         ok = codec__text(w, "}}") == 0;
-    if (!ok) {
+    return ok ? 0 : -1;
+}
+
+/* The answer of a `layers` request: each layer's answer, the rollout, and
+ * the sums. */
+static int codec__layers_answer(codec_writer *w, const codec_request *req)
+{
+    const attn_dims *d = &req->layers[0]->p.dims;
+    size_t l, shape[3];
+    int ok = codec__text(w, "{\"layers\":[") == 0;
+
+    for (l = 0; ok && l < req->n_layers; l++)
+        ok = (l == 0 || codec__text(w, ",") == 0) &&
+             codec__answer(w, req->layers[l]) == 0;
+    ok = ok && codec__text(w, "]") == 0;
+    if (ok && req->rollout_map != NULL) {
+        int b = req->layers[0]->batched;
+        shape[0] = d->B;
+        shape[1] = d->n;
+        shape[2] = d->n;
+        ok = codec__text(w, ",\"rollout\":") == 0 &&
+             codec__array(w, req->rollout_map, shape + !b, 2 + b,
+                          req->layers[0]->base64_out) == 0;
+    }
+    return ok && codec__text(w, ",\"meta\":{\"layers\":%zu,\"params\":%llu,"
+                             "\"flops\":%llu,\"elapsed_ms\":%.3f}}",
+                             req->n_layers, (unsigned long long)req->params,
+                             (unsigned long long)req->flops,
+                             req->elapsed_ms) == 0
+               ? 0
+               : -1;
+}
+
+codec_writer *codec_writer_new(codec_request *req)
+{
+    codec_writer *w;
+
+    if (req == NULL)
+        return NULL;
+    if (req->n_layers == 0 ? req->output == NULL
+                           : req->layers[req->n_layers - 1]->output == NULL) {
+        /* codec_run has not succeeded: there is no body to write */
+        codec_request_free(req);
+        return NULL;
+    }
+    /* the stage is written before it is read: only the fields are zeroed
+     * (calloc cleared its 64 KiB for every response) */
+    w = malloc(sizeof *w);
+    if (w == NULL) {
+        codec_request_free(req);
+        return NULL;
+    }
+    memset(w, 0, offsetof(codec_writer, stage_own));
+    w->req = req;
+    w->stage = w->stage_own;
+    /* Parallel formatting needs a pool of two or more workers, and its
+     * buffers (codec__par_buffers) only a segment large enough for it. */
+    if (req->exec != NULL && req->exec->workers > 1 && !req->base64_out) {
+        w->par_tasks = 2 * req->exec->workers;
+        w->exec = req->exec;
+    }
+    if ((req->n_layers == 0 ? codec__answer(w, req)
+                            : codec__layers_answer(w, req)) != 0) {
         codec_writer_free(w);
         return NULL;
     }

@@ -17,10 +17,23 @@
 
 /* A cursor over the request body. Syntax errors are reported as
  * ERRORS_INVALID_JSON with line and column computed from the offset. */
+typedef struct codec_refs codec_refs;
 typedef struct codec_reader {
     const char *start, *p, *end;
     int depth;
+    const codec_refs *refs; /* resolves {"ref": ...} tensors; NULL: none */
 } codec_reader;
+
+/* A reader at the start of body[0..len), resolving refs through refs
+ * (may be NULL: a {"ref": ...} tensor is then an unknown ref). */
+static inline void codec_reader_init(codec_reader *r, const char *body,
+                                     size_t len, const codec_refs *refs)
+{
+    r->start = r->p = body;
+    r->end = body + len;
+    r->depth = 0;
+    r->refs = refs;
+}
 
 /* Deepest nesting the reader accepts (jansson's limit is 2048). */
 #define CODEC_MAX_DEPTH 512
@@ -257,6 +270,12 @@ int codec_json_member(codec_reader *r, int *first, const char **key,
  * -1 on a syntax error. */
 int codec_json_element(codec_reader *r, int *first, codec_error *err);
 
+/* The name of names[0..count) closest to key[0..len) within two edits
+ * (insertions, deletions, substitutions, swaps of neighbours), for a "did
+ * you mean" in messages; NULL when none is that close. */
+const char *codec_json_closest(const char *key, size_t len,
+                               const char *const *names, size_t count);
+
 /* Skips one value of any kind, validating its syntax. Returns 0 or -1. */
 int codec_json_skip(codec_reader *r, codec_error *err);
 
@@ -271,17 +290,39 @@ const char *codec_json_kind(const codec_reader *r);
 
 /* An owned row-major array with its shape, as parsed from one field. */
 typedef struct codec_array {
-    void *data;       /* float (CODEC_LEAF_F32) or uint8_t (CODEC_LEAF_BOOL) */
+    void *data;       /* float (CODEC_LEAF_F32), uint8_t (CODEC_LEAF_BOOL)
+                         or int64_t (CODEC_LEAF_INDEX) */
     size_t shape[4];
     int rank;
     size_t count;     /* product of shape */
-    int tensor;       /* given as a base64 tensor object (pointers differ) */
+    int tensor;       /* given as a tensor object (pointers differ) */
+    const void *hold; /* non-NULL: data is borrowed from a stored tensor,
+                         given back through refs->release */
+    const codec_refs *refs;
+    char ref[72];     /* the ref it was given by, or "" */
 } codec_array;
 
 typedef enum codec_leaf {
     CODEC_LEAF_F32 = 0,
-    CODEC_LEAF_BOOL = 1
+    CODEC_LEAF_BOOL = 1,
+    CODEC_LEAF_INDEX = 2 /* integers >= 0 (positions, token indices) */
 } codec_leaf;
+
+/* How a {"ref": "sha256:<hex>"} tensor finds its values. resolve fills a
+ * (data borrowed, a->hold set, shape and count of the stored tensor) and
+ * returns 0, or returns -1 with err filled (invalid_request for a malformed
+ * ref, unknown_ref when it is not stored; ptr is the field's pointer).
+ * release gives a hold back; put stores a tensor (for `store: true`). */
+struct codec_refs {
+    int (*resolve)(void *ctx, const char *ref, size_t len, const char *ptr,
+                   codec_array *a, codec_error *err);
+    void (*release)(void *ctx, const void *hold);
+    /* Stores a copy of data (count values of the given shape) and writes
+     * its ref, NUL-terminated, to ref; 0, or -1 when it cannot be kept. */
+    int (*put)(void *ctx, const float *data, size_t count,
+               const size_t *shape, int rank, char ref[72]);
+    void *ctx;
+};
 
 /* Parses the value at r->p (a nested array, or for CODEC_LEAF_F32 also a
  * tensor object) whose rank must lie in [min_rank, max_rank]. ptr is the
@@ -292,7 +333,8 @@ int codec_array_parse(codec_reader *r, const char *ptr, const char *shape_doc,
                       codec_leaf leaf, int min_rank, int max_rank,
                       codec_array *a, codec_error *err);
 
-/* Frees a's data and empties it; accepts an empty array. */
+/* Frees a's data (or gives its hold back) and empties it; accepts an empty
+ * array. */
 void codec_array_clear(codec_array *a);
 
 /* Writes into buf the JSON Pointer of dimension k of a field (the first

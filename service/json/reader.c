@@ -12,11 +12,40 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The non-number a client most often sends where a number belongs
+ * (Python's json.dumps writes NaN, Infinity and -Infinity by default):
+ * its name when the text at p starts with one, else NULL. */
+static const char *codec__non_number(const char *p, const char *end)
+{
+    static const char *const names[] = {"-Infinity", "Infinity", "-NaN",
+                                        "NaN"};
+    size_t i, n;
+
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        n = strlen(names[i]);
+        if ((size_t)(end - p) >= n && memcmp(p, names[i], n) == 0)
+            return names[i];
+    }
+    return NULL;
+}
+
 void codec_json_syntax(const codec_reader *r, codec_error *err,
                        const char *what)
 {
     size_t line = 1, col = 1;
-    const char *q;
+    const char *q, *nan;
+    char msg[160];
+
+    /* "invalid number" at "-Infinity" is reported from its '-' or its 'I' */
+    nan = r->p < r->end ? codec__non_number(r->p, r->end) : NULL;
+    if (nan == NULL && r->p > r->start && r->p[-1] == '-' && r->p < r->end)
+        nan = codec__non_number(r->p - 1, r->end);
+    if (nan != NULL) {
+        snprintf(msg, sizeof msg,
+                 "%s is not a JSON number (JSON has no NaN, Infinity or "
+                 "-Infinity; send a finite number)", nan);
+        what = msg;
+    }
 
     /* Counted only on failure, so the fast path tracks no positions. */
     for (q = r->start; q < r->p && q < r->end; q++) {

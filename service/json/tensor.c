@@ -41,7 +41,9 @@ static void codec__oom(codec_error *err)
 
 static int codec__grow(codec__nest *s)
 {
-    size_t elem = s->leaf == CODEC_LEAF_F32 ? sizeof(float) : 1;
+    size_t elem = s->leaf == CODEC_LEAF_F32     ? sizeof(float)
+                  : s->leaf == CODEC_LEAF_INDEX ? sizeof(int64_t)
+                                                : 1;
     size_t cap = s->cap ? s->cap * 2 : 1024;
     unsigned char *b;
 
@@ -81,6 +83,27 @@ static int codec__leaf(codec__nest *s, int level)
             s->count++;
             return 0;
         }
+    } else if (s->leaf == CODEC_LEAF_INDEX) {
+        double d;
+        int64_t v;
+        if (r->p < r->end && (*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
+            if (codec_json_number_d(r, &d, s->err) != 0)
+                return -1;
+            /* 2^53: every integer below it is exact in the double */
+            if (!(d >= 0 && d <= 9007199254740992.0) || d != floor(d)) {
+                codec__path(s, level + 1, path, sizeof path);
+                codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
+                                "%s: expected an integer >= 0, found %.17g",
+                                path, d);
+                return -1;
+            }
+            if (s->count == s->cap && codec__grow(s) != 0)
+                return -1;
+            v = (int64_t)d;
+            memcpy(s->buf + s->count * sizeof v, &v, sizeof v);
+            s->count++;
+            return 0;
+        }
     } else if (r->p < r->end && (*r->p == 't' || *r->p == 'f')) {
         int t = *r->p == 't';
         if (codec_json_literal(r, t ? "true" : "false", s->err) != 0)
@@ -93,7 +116,9 @@ static int codec__leaf(codec__nest *s, int level)
     codec__path(s, level + 1, path, sizeof path);
     codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
                     "%s: expected %s, found %s", path,
-                    s->leaf == CODEC_LEAF_F32 ? "a number" : "a boolean",
+                    s->leaf == CODEC_LEAF_F32     ? "a number"
+                    : s->leaf == CODEC_LEAF_INDEX ? "an integer >= 0"
+                                                  : "a boolean",
                     codec_json_kind(r));
     return -1;
 }
@@ -402,14 +427,113 @@ static int codec__b64_decode(const char *s, size_t len, float *f, size_t count,
     return 0;
 }
 
+/* The keys a tensor object may hold. */
+static const char *const codec__tensor_keys[] = {"dtype", "shape", "data",
+                                                 "ref"};
+
+/* Index of key[0..len) (raw, escapes undecoded) in codec__tensor_keys, or
+ * -1 with err filled (an unknown key, with the closest one named). */
+static int codec__tensor_key(const char *key, size_t len, int esc,
+                             const char *ptr, codec_error *err)
+{
+    char *dec = esc ? codec_json_unescape(key, len, &len) : NULL;
+    const char *k = dec ? dec : key, *near;
+    char path[300], shown[48];
+    size_t i, n;
+
+    if (esc && dec == NULL) {
+        codec__oom(err);
+        return -1;
+    }
+    for (i = 0; i < sizeof codec__tensor_keys / sizeof codec__tensor_keys[0];
+         i++)
+        if (strlen(codec__tensor_keys[i]) == len &&
+            memcmp(codec__tensor_keys[i], k, len) == 0) {
+            free(dec);
+            return (int)i;
+        }
+    for (n = 0; n < len && n + 4 < sizeof shown; n++)
+        shown[n] = ((unsigned char)k[n] >= 0x20 && (unsigned char)k[n] < 0x7F &&
+                    k[n] != '"' && k[n] != '/' && k[n] != '~')
+                       ? k[n] : '?';
+    shown[n] = '\0';
+    near = codec_json_closest(k, len, codec__tensor_keys,
+                              sizeof codec__tensor_keys /
+                                  sizeof codec__tensor_keys[0]);
+    free(dec);
+    snprintf(path, sizeof path, "%s/%s", ptr, shown);
+    if (near != NULL)
+        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                        "%s: unknown key \"%s\" in a tensor object; did you "
+                        "mean \"%s\"? (a tensor object holds \"dtype\", "
+                        "\"shape\" and \"data\", or \"ref\")", path, shown,
+                        near);
+    else
+        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                        "%s: unknown key \"%s\" in a tensor object (it holds "
+                        "\"dtype\", \"shape\" and \"data\", or \"ref\")", path,
+                        shown);
+    return -1;
+}
+
+/* A {"ref": ..., "shape"?: [..]} tensor: the stored values, borrowed, with
+ * the stored shape or a given one of the same element count. */
+static int codec__tensor_ref(codec_reader *r, const char *ptr,
+                             const char *shape_doc, int min_rank,
+                             int max_rank, const char *ref, size_t ref_len,
+                             const size_t *shape, int rank, codec_array *a,
+                             codec_error *err)
+{
+    char path[300];
+    size_t count = 1, i;
+
+    if (r->refs == NULL) {
+        codec_error_set(err, ERRORS_UNKNOWN_REF, ptr,
+                        "%s: this server keeps no tensors (its tensor store "
+                        "is off); send the values inline", ptr);
+        return -1;
+    }
+    if (r->refs->resolve(r->refs->ctx, ref, ref_len, ptr, a, err) != 0)
+        return -1;
+    a->refs = r->refs;
+    if (rank > 0) {
+        for (i = 0; i < (size_t)rank; i++)
+            count = shape[i] != 0 && count > SIZE_MAX / shape[i]
+                        ? SIZE_MAX : count * shape[i];
+        if (count != a->count) {
+            snprintf(path, sizeof path, "%s/shape", ptr);
+            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                            "%s: the shape given holds %zu values, but the "
+                            "stored tensor %s holds %zu", path, count,
+                            a->ref, a->count);
+            codec_array_clear(a);
+            return -1;
+        }
+        a->rank = rank;
+        for (i = 0; i < 4; i++)
+            a->shape[i] = i < (size_t)rank ? shape[i] : 0;
+    }
+    if (a->rank < min_rank || a->rank > max_rank) {
+        snprintf(path, sizeof path, "%s", ptr);
+        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                        "%s: expected %s, found the stored tensor %s of rank "
+                        "%d", path, shape_doc, a->ref, a->rank);
+        codec_array_clear(a);
+        return -1;
+    }
+    a->tensor = 1;
+    return 0;
+}
+
 static int codec__tensor(codec_reader *r, const char *ptr,
                          const char *shape_doc, int min_rank, int max_rank,
                          codec_array *a, codec_error *err)
 {
-    const char *data = NULL, *key;
+    const char *data = NULL, *key, *ref = NULL;
     size_t data_len = 0, key_len, shape[4] = {0, 0, 0, 0}, count = 1, i;
+    size_t ref_len = 0;
     int data_esc = 0, esc, have_dtype = 0, have_shape = 0, rank = 0;
-    int first = 1, elem_first, rc;
+    int first = 1, elem_first, rc, which;
     char path[300];
     char *unesc = NULL;
     float *f = NULL;
@@ -417,7 +541,28 @@ static int codec__tensor(codec_reader *r, const char *ptr,
     r->p++; /* '{' */
     while ((rc = codec_json_member(r, &first, &key, &key_len, &esc, err)) ==
            1) {
-        if (key_len == 5 && memcmp(key, "dtype", 5) == 0) {
+        if ((which = codec__tensor_key(key, key_len, esc, ptr, err)) < 0)
+            return -1;
+        if (which == 3) {
+            int ref_esc;
+            snprintf(path, sizeof path, "%s/ref", ptr);
+            if (r->p >= r->end || *r->p != '"') {
+                codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                "%s: expected a string \"sha256:<64 hex "
+                                "digits>\", found %s", path,
+                                codec_json_kind(r));
+                return -1;
+            }
+            if (codec_json_string(r, &ref, &ref_len, &ref_esc, err) != 0)
+                return -1;
+            if (ref_esc) {
+                /* a ref is plain lowercase hex: an escape cannot be one */
+                codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                                "%s: expected \"sha256:<64 lowercase hex "
+                                "digits>\", found escapes", path);
+                return -1;
+            }
+        } else if (which == 0) {
             const char *v;
             size_t vl;
             int ve;
@@ -455,7 +600,7 @@ static int codec__tensor(codec_reader *r, const char *ptr,
                 }
             }
             have_dtype = 1;
-        } else if (key_len == 5 && memcmp(key, "shape", 5) == 0) {
+        } else if (which == 1) {
             snprintf(path, sizeof path, "%s/shape", ptr);
             if (r->p >= r->end || *r->p != '[') {
                 codec_error_set(err, ERRORS_INVALID_REQUEST, path,
@@ -498,7 +643,7 @@ static int codec__tensor(codec_reader *r, const char *ptr,
             if (rc < 0)
                 return -1;
             have_shape = 1;
-        } else if (key_len == 4 && memcmp(key, "data", 4) == 0) {
+        } else {
             if (r->p >= r->end || *r->p != '"') {
                 snprintf(path, sizeof path, "%s/data", ptr);
                 codec_error_set(err, ERRORS_INVALID_REQUEST, path,
@@ -508,13 +653,22 @@ static int codec__tensor(codec_reader *r, const char *ptr,
             }
             if (codec_json_string(r, &data, &data_len, &data_esc, err))
                 return -1;
-        } else if (codec_json_skip(r, err) != 0) {
-            /* other keys are ignored, like unknown request fields */
-            return -1;
         }
     }
     if (rc < 0)
         return -1;
+    if (ref != NULL) {
+        if (data != NULL) {
+            snprintf(path, sizeof path, "%s/data", ptr);
+            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                            "%s: a tensor object holds \"data\" or \"ref\", "
+                            "not both", path);
+            return -1;
+        }
+        return codec__tensor_ref(r, ptr, shape_doc, min_rank, max_rank, ref,
+                                 ref_len, shape, have_shape ? rank : 0, a,
+                                 err);
+    }
     if (!have_dtype || !have_shape || data == NULL) {
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                         "%s: a tensor object needs \"dtype\", \"shape\" and "
@@ -607,15 +761,20 @@ int codec_array_parse(codec_reader *r, const char *ptr, const char *shape_doc,
         return codec__tensor(r, ptr, shape_doc, min_rank, max_rank, a, err);
     codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                     "%s: expected %s%s, found %s", ptr, shape_doc,
-                    leaf == CODEC_LEAF_F32 ? " (nested arrays or a tensor "
-                                             "object)" : " of booleans",
+                    leaf == CODEC_LEAF_F32     ? " (nested arrays or a tensor "
+                                                 "object)"
+                    : leaf == CODEC_LEAF_INDEX ? " of integers >= 0"
+                                               : " of booleans",
                     codec_json_kind(r));
     return -1;
 }
 
 void codec_array_clear(codec_array *a)
 {
-    free(a->data);
+    if (a->hold != NULL)
+        a->refs->release(a->refs->ctx, a->hold);
+    else
+        free(a->data);
     memset(a, 0, sizeof *a);
 }
 

@@ -1,0 +1,102 @@
+/* attend/parse.h: private to the request parser (parse.c reads the body,
+ * check.c derives and cross-checks the dimensions and limits, build.c turns
+ * the checked fields into the library's parameters). */
+#ifndef ATTND_PARSE_H
+#define ATTND_PARSE_H
+
+#include "attend/fields.h"
+#include "attend/request.h"
+
+/* tokens / memory_tokens: the raw text of the value in the body (the
+ * reader validated it), checked for shape once n, m and B are known and
+ * echoed back as it came. */
+typedef struct codec__label_text {
+    const char *text; /* NULL: absent */
+    size_t len;
+} codec__label_text;
+
+typedef struct codec__rope {
+    size_t dim;           /* 0: d_k */
+    double theta;         /* 0: 10000 */
+    double factor;        /* 0: 1 */
+    int style;            /* index in attend_rope_style_names */
+    codec_array inv_freq; /* [dim/2] or empty */
+} codec__rope;
+
+typedef struct codec__window {
+    int has_left, has_right;
+    size_t left, right;
+} codec__window;
+
+typedef struct codec__qk_norm {
+    codec_array q_weight, k_weight;
+    double eps; /* 0: 1e-6 */
+    int over;   /* index in attend_qk_norm_over_names */
+} codec__qk_norm;
+
+typedef struct codec__alibi {
+    int on;
+    codec_array slopes; /* [h], or empty: BLOOM's slopes */
+} codec__alibi;
+
+/* A span of the body (the `layers` array, kept to be read after the
+ * top-level fields). */
+typedef struct codec__span {
+    const char *text;
+    size_t len;
+} codec__span;
+
+/* Everything the fields of one object say, before cross-checking. seen[id]
+ * marks a field given (a JSON null is absent); shared[id] marks one
+ * inherited from the top level of a `layers` request, whose buffers belong
+ * to the top level's fields. */
+typedef struct codec__fields {
+    codec_array x, memory, value, w_q, w_k, w_v, w_o, w_qkv, b_q, b_k, b_v,
+        b_o, b_qkv, kpm, attn_mask, attn_bias, positions, key_positions,
+        global_tokens;
+    size_t num_heads, num_kv_heads, top_k;
+    double scale, softcap;
+    int weight_layout, qkv_order, mask, return_weights, encoding;
+    int analysis, value_norms, return_qk, store, rollout;
+    codec__label_text tokens, memory_tokens;
+    codec__rope rope;
+    codec__window window;
+    codec__qk_norm qk_norm;
+    codec__alibi alibi;
+    codec__span layers;
+    unsigned char seen[F_COUNT], shared[F_COUNT];
+} codec__fields;
+
+/* Frees what f owns (not what it shares); f is then empty. */
+void codec__fields_free(codec__fields *f);
+
+/* The first contract error wins; copies e into err unless err holds one. */
+void codec__error_copy(codec_error *err, const codec_error *e);
+
+/* check.c: derives d from the fields and checks every field against it
+ * (messages say expected vs found, with a JSON Pointer). 0 or -1. */
+int codec__check(codec__fields *f, attn_dims *d, codec_error *err);
+
+/* labels.c: tokens / memory_tokens t (absent: fine) hold [count] strings,
+ * or [B][count] with a batched x. 0 or -1. */
+int codec__check_labels(const codec__label_text *t, const char *name,
+                        size_t B, int batched, size_t count,
+                        const char *count_doc, codec_error *err);
+
+/* check.c: the limits, with overflow-checked products, on params whose
+ * dims are set. 0 or -1 (413 in err). */
+int codec__limits(const attn_params *p, const codec__fields *f,
+                  const limits_config *lim, uint64_t *params,
+                  uint64_t *flops, codec_error *err);
+
+/* build.c: fills req's params from checked fields, converting weights to
+ * the library's layout; buffers move from f to req (shared ones are
+ * copied). 0 or -1 (out of memory). */
+int codec__build(codec__fields *f, codec_request *req, codec_error *err);
+
+/* build.c: with `store: true`, puts every float-valued tensor field of f
+ * into the store and writes {"name":"sha256:..",...} to req->refs_json. */
+int codec__store_refs(codec__fields *f, codec_request *req,
+                      const codec_refs *refs, codec_error *err);
+
+#endif
