@@ -458,10 +458,13 @@ V2_ROWS = [
      bad("/weight_layout")),
     ("v2_weight_layout_case", req(weight_layout="Out_In"),
      bad("/weight_layout")),
+    # shapes that would be valid in_out, so that ignoring weight_layout
+    # does not pass them
     ("v2_out_in_w_q_in_ne_d_model", req(weight_layout="out_in",
-                                        w_q=mat(4, 3)), bad("/w_q/0")),
-    ("v2_out_in_w_k_outputs_ne_g_dk", req(weight_layout="out_in",
-                                          w_k=mat(6, 4)), bad("/w_k")),
+                                        w_q=mat(4, 6)), bad("/w_q/0")),
+    ("v2_out_in_w_k_outputs_ne_g_dk", dict(CROSS, weight_layout="out_in",
+                                           w_k=mat(6, 6), w_v=mat(4, 6)),
+     bad("/w_k")),
     ("v2_w_qkv_with_w_q", dict(QKV, w_q=mat(4, 4, 0.1)), bad("/w_q")),
     ("v2_b_qkv_with_b_q", dict(QKV, b_qkv=[0.0] * 12, b_q=[0.0] * 4),
      bad("/b_q")),
