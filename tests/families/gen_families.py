@@ -1545,6 +1545,13 @@ def main():
         size = os.path.getsize(path)
         print("%-36s %-28s %6d bytes  float32 run %.3f of tol" %
               (name, family[:28], size, used))
+    if not only:
+        # a case taken out of CASES leaves no stale file behind
+        for f in sorted(os.listdir(out_dir)):
+            if f.endswith(".json") and f[:-5] not in {c.__name__
+                                                      for c in CASES}:
+                os.remove(os.path.join(out_dir, f))
+                print("removed %s" % f)
     print("%d cases, worst float32 run %.3f of the tolerance" % (
         len(CASES) if not only else len(only), worst))
 
