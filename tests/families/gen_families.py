@@ -307,8 +307,8 @@ def llama_request(W, x, **extra):
     return r
 
 
-def prefill(dt, W, cfg, x, extra_mask=None, sliding_window=None,
-            attention_mask=None, position_ids=None):
+def prefill(dt, W, cfg, x, sliding_window=None, attention_mask=None,
+            position_ids=None):
     """A whole prompt x [B][n][d] through llama_family_forward, with HF's
     causal mask over cache positions 0..n-1."""
     B, n, _ = x.shape
