@@ -133,6 +133,12 @@ typedef struct tl_fixture {
     uint8_t *key_padding;
     double *output;  /* expected [B][n][d_out] */
     double *weights; /* expected [B][h][n][m] */
+    /* the score rules' arrays, NULL when the fixture has none */
+    int64_t *positions, *key_positions;
+    float *inv_freq, *q_weight, *k_weight, *alibi_slopes, *score_bias;
+    float *value;
+    uint8_t *score_mask;
+    size_t *global_tokens;
 } tl_fixture;
 
 /* Loads <fixture dir>/<name>.txt; fails the test on any error (missing

@@ -20,6 +20,15 @@ static const char *const torch_fixtures[] = {
     "gqa_self_causal",        /* NumPy: h = 4, g = 2, d_v != d_k, W_O */
     "mqa_cross_padding",      /* NumPy: g = 1, no W_O, d_mem != d_model */
     "gqa_h8_g2_scale",        /* NumPy: g = h/4, scale 0.3, both masks */
+    /* PyTorch, written as each family's code computes it */
+    "family_llama_rope_positions",  /* rotate_half RoPE, positions 3.., 10.. */
+    "family_gptj_partial_yarn",     /* interleaved, dim 4 of 8, inv_freq, f */
+    "family_bloom_alibi",           /* slope * key_position, key padding */
+    "family_gemma2_softcap_window", /* softcap 5, Mistral window W = 4 */
+    "family_t5_bias_mask",          /* bias [h][n][m], mask [B][n][m] */
+    "family_qwen3_qknorm_value",    /* per-head RMS norm, value d_val 5 */
+    "family_olmo2_qknorm_all",      /* RMS norm over the whole row */
+    "family_longformer_global",     /* window 2/2, globals 0 and 7 */
 };
 
 #define TORCH_FIXTURES_LEN (sizeof torch_fixtures / sizeof torch_fixtures[0])

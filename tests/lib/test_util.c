@@ -320,6 +320,120 @@ static void tl_read_doubles(FILE *fp, const char *file, const char *sec,
     *dst = v;
 }
 
+static void tl_read_ints(FILE *fp, const char *file, const char *sec,
+                         long long **dst, size_t count)
+{
+    long long *v = malloc((count ? count : 1) * sizeof *v);
+
+    TL_CHECK(v != NULL, "%s: out of memory", file);
+    for (size_t i = 0; i < count; i++)
+        TL_CHECK(fscanf(fp, "%lld", &v[i]) == 1,
+                 "%s: section %s: value %zu unreadable", file, sec, i);
+    *dst = v;
+}
+
+/* The sections of the score rules (attn_params' optional fields). Returns
+ * false when tok is none of them. */
+static bool tl_fixture_rule(tl_fixture *f, FILE *fp, const char *file,
+                            const char *tok, size_t count)
+{
+    attn_params *p = &f->p;
+    const attn_dims *d = &p->dims;
+    long long *ints = NULL;
+
+    if (strcmp(tok, "positions") == 0 || strcmp(tok, "key_positions") == 0) {
+        bool keys = tok[0] == 'k';
+        int64_t *pos = malloc((count ? count : 1) * sizeof *pos);
+        TL_CHECK(pos != NULL && count == d->B * (keys ? d->m : d->n),
+                 "%s: %s has %zu values", file, tok, count);
+        tl_read_ints(fp, file, tok, &ints, count);
+        for (size_t i = 0; i < count; i++)
+            pos[i] = (int64_t)ints[i];
+        free(ints);
+        if (keys)
+            p->key_positions = f->key_positions = pos;
+        else
+            p->positions = f->positions = pos;
+    } else if (strcmp(tok, "rope") == 0) {
+        int style;
+        /* rope <dim> <theta> <style 0 half, 1 interleaved> <factor> */
+        p->rope.dim = count;
+        TL_CHECK(fscanf(fp, "%lf %d %lf", &p->rope.theta, &style,
+                        &p->rope.attention_factor) == 3,
+                 "%s: bad rope line", file);
+        p->rope.style = style ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF;
+    } else if (strcmp(tok, "inv_freq") == 0) {
+        tl_read_floats(fp, file, tok, &f->inv_freq, count);
+        p->rope.inv_freq = f->inv_freq;
+    } else if (strcmp(tok, "qk_norm") == 0) {
+        /* qk_norm <over 1 head, 2 all> <eps> */
+        p->qk_norm.over = (attn_qk_norm_over)count;
+        TL_CHECK(fscanf(fp, "%lf", &p->qk_norm.eps) == 1,
+                 "%s: bad qk_norm line", file);
+    } else if (strcmp(tok, "q_weight") == 0) {
+        tl_read_floats(fp, file, tok, &f->q_weight, count);
+        p->qk_norm.q_weight = f->q_weight;
+    } else if (strcmp(tok, "k_weight") == 0) {
+        tl_read_floats(fp, file, tok, &f->k_weight, count);
+        p->qk_norm.k_weight = f->k_weight;
+    } else if (strcmp(tok, "softcap") == 0) {
+        /* softcap 1 <value> */
+        TL_CHECK(count == 1 && fscanf(fp, "%f", &p->softcap) == 1,
+                 "%s: bad softcap line", file);
+    } else if (strcmp(tok, "alibi_slopes") == 0) {
+        TL_CHECK(count == d->h, "%s: alibi_slopes has %zu values", file,
+                 count);
+        tl_read_floats(fp, file, tok, &f->alibi_slopes, count);
+        p->alibi_slopes = f->alibi_slopes;
+    } else if (strcmp(tok, "score_bias") == 0 ||
+               strcmp(tok, "score_mask") == 0) {
+        /* <section> <count> <stride_b> <stride_h> then the values */
+        attn_score_map *map =
+            tok[6] == 'b' ? &p->score_bias : &p->score_mask;
+        TL_CHECK(fscanf(fp, "%zu %zu", &map->stride_b, &map->stride_h) == 2,
+                 "%s: bad %s strides", file, tok);
+        if (tok[6] == 'b') {
+            tl_read_floats(fp, file, tok, &f->score_bias, count);
+            map->data = f->score_bias;
+        } else {
+            f->score_mask = malloc(count ? count : 1);
+            TL_CHECK(f->score_mask != NULL, "%s: out of memory", file);
+            tl_read_ints(fp, file, tok, &ints, count);
+            for (size_t i = 0; i < count; i++)
+                f->score_mask[i] = (uint8_t)(ints[i] != 0);
+            free(ints);
+            map->data = f->score_mask;
+        }
+    } else if (strcmp(tok, "window") == 0) {
+        /* window 1 <left> <right>, -1 for an unbounded side */
+        long long l, r;
+        TL_CHECK(fscanf(fp, "%lld %lld", &l, &r) == 2, "%s: bad window",
+                 file);
+        p->window.on = (int)count;
+        p->window.left = l < 0 ? ATTN_UNBOUNDED : (size_t)l;
+        p->window.right = r < 0 ? ATTN_UNBOUNDED : (size_t)r;
+    } else if (strcmp(tok, "global_tokens") == 0) {
+        f->global_tokens = malloc((count ? count : 1) * sizeof(size_t));
+        TL_CHECK(f->global_tokens != NULL, "%s: out of memory", file);
+        tl_read_ints(fp, file, tok, &ints, count);
+        for (size_t i = 0; i < count; i++)
+            f->global_tokens[i] = (size_t)ints[i];
+        free(ints);
+        p->global_tokens = f->global_tokens;
+        p->n_global = count;
+    } else if (strcmp(tok, "value") == 0) {
+        /* value <count> <d_val> then the values, before w_v */
+        TL_CHECK(fscanf(fp, "%zu", &p->d_val) == 1 &&
+                     count == d->B * d->m * p->d_val,
+                 "%s: bad value section", file);
+        tl_read_floats(fp, file, tok, &f->value, count);
+        p->value = f->value;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 void tl_fixture_load(tl_fixture *f, const char *name)
 {
     const char *dir = getenv("ATTN_TEST_FIXTURES");
@@ -374,7 +488,7 @@ void tl_fixture_load(tl_fixture *f, const char *name)
    TL_SECTION(memory, d->B * d->m * d->d_mem)
    TL_SECTION(w_q, d->d_model * d->h * d->d_k)
    TL_SECTION(w_k, d->d_mem * d->g * d->d_k)
-   TL_SECTION(w_v, d->d_mem * d->g * d->d_v)
+   TL_SECTION(w_v, (f->value ? f->p.d_val : d->d_mem) * d->g * d->d_v)
    TL_SECTION(w_o, d->h * d->d_v * d->d_out)
    TL_SECTION(b_q, d->h * d->d_k)
    TL_SECTION(b_k, d->g * d->d_k)
@@ -406,7 +520,7 @@ void tl_fixture_load(tl_fixture *f, const char *name)
                      "%s: weights has %zu values, dims need %zu", file,
                      count, want);
             tl_read_doubles(fp, file, "weights", &f->weights, count);
-        } else {
+        } else if (!tl_fixture_rule(f, fp, file, tok, count)) {
             ck_abort_msg("%s: unknown section %s", file, tok);
         }
     }
@@ -444,6 +558,16 @@ void tl_fixture_free(tl_fixture *f)
     free(f->key_padding);
     free(f->output);
     free(f->weights);
+    free(f->positions);
+    free(f->key_positions);
+    free(f->inv_freq);
+    free(f->q_weight);
+    free(f->k_weight);
+    free(f->alibi_slopes);
+    free(f->score_bias);
+    free(f->score_mask);
+    free(f->global_tokens);
+    free(f->value);
     memset(f, 0, sizeof *f);
 }
 
