@@ -178,9 +178,11 @@ static int codec__packed(const codec__fields *f, attn_dims *d,
     size_t outs = 0;
 
     if (clash != NULL) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, "/w_qkv",
-                        "/w_qkv: the packed projections exclude w_q, w_k "
-                        "and w_v, but %s is given too", clash);
+        char ptr[8];
+        snprintf(ptr, sizeof ptr, "/%s", clash);
+        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                        "%s: w_qkv packs the three projections and excludes "
+                        "w_q, w_k and w_v; send one form or the other", ptr);
         return -1;
     }
     if (f->seen[F_QKV_ORDER] && f->qkv_order == 1 && d->g != d->h) {
@@ -284,9 +286,12 @@ static int codec__biases(const codec__fields *f, const attn_dims *d,
             return -1;
         }
         if (clash != NULL) {
-            codec_error_set(err, ERRORS_INVALID_REQUEST, "/b_qkv",
-                            "/b_qkv: the packed bias excludes b_q, b_k and "
-                            "b_v, but %s is given too", clash);
+            char ptr[8];
+            snprintf(ptr, sizeof ptr, "/%s", clash);
+            codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                            "%s: b_qkv packs the three biases and excludes "
+                            "b_q, b_k and b_v; send one form or the other",
+                            ptr);
             return -1;
         }
         if (codec__dim(&f->b_qkv, "/b_qkv", 0, (d->h + 2 * d->g) * d->d_k,
@@ -336,37 +341,37 @@ static int codec__per_batch(const codec_array *a, const char *ptr, int b3,
 static int codec__score_map(const codec_array *a, const char *ptr, int b3,
                             const attn_dims *d, codec_error *err)
 {
-    int r = a->rank;
+    const char *forms = b3 ? "[n][m], [B][n][m] or [B][h][n][m] (a leading "
+                             "1 shared by the batch) for a batched x"
+                           : "[n][m] or [h][n][m] for a 2-D x";
+    size_t want[4], k;
+    int r = a->rank, ok = 1;
+    char shape[96];
 
     if (a->data == NULL)
         return 0;
-    if (r == 4 && !b3) {
-        codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: expected [n][m] or [h][n][m] for a 2-D x "
-                        "([B][h][n][m] goes with a batched x), found a "
-                        "rank-4 array", ptr);
-        return -1;
-    }
-    if (r == 3 && codec__dim(a, ptr, 0, b3 ? d->B : d->h,
-                             b3 ? "B (the batch size)" : "num_heads",
-                             b3 ? "the batch size" : "the number of heads",
-                             err))
-        return -1;
+    want[r - 2] = d->n;
+    want[r - 1] = d->m;
+    if (r == 3)
+        want[0] = b3 ? d->B : d->h;
     if (r == 4) {
-        if (a->shape[0] != 1 &&
-            codec__dim(a, ptr, 0, d->B, "B (the batch size, or 1)",
-                       "the batch size", err))
-            return -1;
-        if (codec__dim(a, ptr, 1, d->h, "num_heads", "the number of heads",
-                       err))
-            return -1;
+        want[0] = a->shape[0] == 1 ? 1 : d->B;
+        want[1] = d->h;
     }
-    return codec__dim(a, ptr, r - 2, d->n, "n (queries)", "the number of rows",
-                      err) ||
-                   codec__dim(a, ptr, r - 1, d->m, "m (keys)",
-                              "the row length", err)
-               ? -1
-               : 0;
+    ok = !(r == 4 && !b3);
+    for (k = 0; ok && k < (size_t)r; k++)
+        ok = a->shape[k] == want[k];
+    if (ok)
+        return 0;
+    /* the shape as a whole matches no form: the pointer names the field */
+    for (k = 0, shape[0] = '\0'; k < (size_t)r; k++)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "[%zu]",
+                 a->shape[k]);
+    codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                    "%s: expected %s with B = %zu, h = %zu, n = %zu, "
+                    "m = %zu; found %s", ptr, forms, d->B, d->h, d->n, d->m,
+                    shape);
+    return -1;
 }
 
 static int codec__masks(const codec__fields *f, const attn_dims *d,

@@ -37,9 +37,10 @@ void codec_json_syntax(const codec_reader *r, codec_error *err,
     char msg[160];
 
     /* "invalid number" at "-Infinity" is reported from its '-' or its 'I' */
-    nan = r->p < r->end ? codec__non_number(r->p, r->end) : NULL;
-    if (nan == NULL && r->p > r->start && r->p[-1] == '-' && r->p < r->end)
-        nan = codec__non_number(r->p - 1, r->end);
+    nan = r->p > r->start && r->p[-1] == '-'
+              ? codec__non_number(r->p - 1, r->end) : NULL;
+    if (nan == NULL && r->p < r->end)
+        nan = codec__non_number(r->p, r->end);
     if (nan != NULL) {
         snprintf(msg, sizeof msg,
                  "%s is not a JSON number (JSON has no NaN, Infinity or "
