@@ -464,8 +464,8 @@ static enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
         return http__store_answer(r, c, rc, &ans, &err);
     }
     codec_request *req = NULL;
-    int rc = codec_parse(r->body ? r->body : "", r->body_len,
-                         &srv->cfg.limits, &req, &err);
+    int rc = codec_parse_with(r->body ? r->body : "", r->body_len,
+                              &srv->cfg.limits, srv->store, &req, &err);
     /* The parsed request owns copies of everything it needs. */
     free(r->body);
     r->body = NULL;
