@@ -117,12 +117,13 @@ START_TEST(test_http_openapi_lists_attend)
         ck_assert_msg(json_is_object(json_object_get(
                           json_object_get(paths, gets[i]), "get")),
                       "openapi.json lacks GET %s", gets[i]);
-    /* Every documented GET path is served. */
+    /* Every documented GET path without parameters is served (GET
+     * /tensors/{ref} is tested by the store suite). */
     const char *path;
     json_t *item;
     json_object_foreach(paths, path, item)
     {
-        if (json_object_get(item, "get"))
+        if (json_object_get(item, "get") && !strchr(path, '{'))
             ck_assert_msg(ts_get_status(port, path) == 200, "GET %s", path);
     }
     /* The documented request example is a valid request. */

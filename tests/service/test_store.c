@@ -938,6 +938,41 @@ START_TEST(test_store_http_metrics)
 }
 END_TEST
 
+START_TEST(test_store_http_openapi)
+{
+    config cfg;
+    ts_config(&cfg);
+    server *srv = ts_start(&cfg);
+    ts_response r;
+    ts_request q = {.path = "/openapi.json"};
+    ts_http(server_port(srv), &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    json_error_t je;
+    json_t *j = json_loads(r.body, 0, &je);
+    ck_assert_ptr_nonnull(j);
+    json_t *paths = json_object_get(j, "paths");
+    json_t *up = json_object_get(json_object_get(paths, "/tensors"), "post");
+    ck_assert(json_is_object(up));
+    json_t *content =
+        json_object_get(json_object_get(up, "requestBody"), "content");
+    ck_assert(json_is_object(json_object_get(content, "application/json")));
+    ck_assert(json_is_object(
+        json_object_get(content, "application/octet-stream")));
+    static const char *const codes[] = {"200", "201", "404", "413", "415",
+                                        "422"};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        ck_assert_msg(json_object_get(json_object_get(up, "responses"),
+                                      codes[i]),
+                      "POST /tensors lacks %s", codes[i]);
+    json_t *one = json_object_get(paths, "/tensors/{ref}");
+    ck_assert(json_is_object(json_object_get(one, "get")));
+    ck_assert(json_is_object(json_object_get(one, "head")));
+    json_decref(j);
+    ts_response_free(&r);
+    server_stop(srv);
+}
+END_TEST
+
 /* Eight clients upload the same tensor at once: one 201, seven 200, one
  * entry. */
 typedef struct store_client_arg {
@@ -1013,6 +1048,7 @@ Suite *store_suite(void)
     tcase_add_test(h, test_store_http_off);
     tcase_add_test(h, test_store_http_metrics);
     tcase_add_test(h, test_store_http_concurrent_uploads);
+    tcase_add_test(h, test_store_http_openapi);
     suite_add_tcase(s, h);
     return s;
 }
