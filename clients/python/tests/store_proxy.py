@@ -6,7 +6,9 @@ sha256; POST /attend replaces every {"ref": ...} of the body by the tensor
 object it names (422 unknown_ref with the field's pointer when it holds no
 such tensor) and forwards the request to attnd; anything else is forwarded
 as it is. forget() empties the store (a restart); store=False answers 404
-to /tensors (a store turned off).
+to /tensors (a store turned off); keep_only drops every other top-level
+field of /attend bodies, as a server that ignores fields it does not know
+(v1) would.
 """
 import base64
 import hashlib
@@ -19,9 +21,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class StoreProxy:
-    def __init__(self, upstream: str, store: bool = True) -> None:
+    def __init__(self, upstream: str, store: bool = True,
+                 keep_only=None) -> None:
         self.upstream = upstream
         self.store = store
+        self.keep_only = keep_only  # field names kept; others dropped
         self.tensors = {}   # hex -> (bytes, shape)
         self.hits = 0
         self.misses = 0
@@ -58,6 +62,9 @@ class StoreProxy:
                     try:
                         doc = json.loads(body)
                         doc = proxy._resolve(doc, "")
+                        if proxy.keep_only is not None:
+                            doc = {k: v for k, v in doc.items()
+                                   if k in proxy.keep_only}
                     except KeyError as e:
                         return self._error(422, "unknown_ref",
                                            "no such tensor", e.args[0])

@@ -186,3 +186,31 @@ def test_nan_in_a_float_mask_raises(client):
     attn[1, 2] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         client.mha(mod, q, q, q, attn_mask=attn)
+
+
+@pytest.mark.parametrize("combo", COMBOS, ids=[_id(c) for c in COMBOS])
+def test_mha_request_through_reference(combo):
+    """The translation alone, without a server: mha_request's fields given
+    to the float64 reference give the module's answer. This holds the
+    request (and the reference the v2 tests use) to PyTorch whatever the
+    server implements."""
+    import attnd
+    from reference import attend_ref
+
+    batch_first, batched, dims, bias, mask = combo
+    i = COMBOS.index(combo)
+    g = torch.Generator().manual_seed(i)
+    mod = _module(dims, bias, batch_first, i)
+    q, k, v, m = _inputs(dims, batched, batch_first, g)
+    kpm, attn = _masks(mask, batched, m, g)
+    want_o, want_w = _forward(mod, q, k, v, key_padding_mask=kpm,
+                              attn_mask=attn, average_attn_weights=False)
+    req, _ = attnd.mha_request(mod, q, k, v, key_padding_mask=kpm,
+                               attn_mask=attn, average_attn_weights=False)
+    got = attend_ref(**{k_: v_ for k_, v_ in req.items()
+                        if k_ not in ("return_weights",)})
+    out = got["output"]
+    if batched and not batch_first:
+        out = out.transpose(1, 0, 2)
+    close(out, want_o.numpy())
+    close(got["attention"], want_w.numpy())
