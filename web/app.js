@@ -349,7 +349,11 @@ function norm_maps() {
   state.line_maps = renorm;
 }
 
+// The width of #results the maps were last drawn for.
+let drawn_width = 0;
+
 function render() {
+  drawn_width = $('results').clientWidth;
   render_heads();
   draw_line_heads();
   redraw_lines();
@@ -431,15 +435,14 @@ function init() {
     hide_tooltip();
     document.body.append($('tooltip'));
   });
-  // Maps take their card's width: draw again when the page's width changes.
-  let last_w = $('results').clientWidth;
+  // Maps take their card's width: draw again when the page's width changes
+  // (not for a scroll bar's few pixels).
   let timer = 0;
   new ResizeObserver(() => {
-    const w = $('results').clientWidth;
-    if (!state.att || Math.abs(w - last_w) < 8) return;
-    last_w = w;
     clearTimeout(timer);
-    timer = setTimeout(() => render(), 150);
+    timer = setTimeout(() => {
+      if (state.att && Math.abs($('results').clientWidth - drawn_width) >= 24) render();
+    }, 150);
   }).observe($('results'));
   attach_lines();
   update_source();

@@ -366,8 +366,8 @@ async function hidpi_checks(base) {
     await run_page(page, true);
     for (const sel of [HEAD(0), '#mean-card canvas', '#legend', '#lines']) {
       const [bw, bh, cw, ch] = await page.locator(sel).evaluate((el) => {
-        const r = el.getBoundingClientRect();
-        return [el.width, el.height, r.width, r.height];
+        // clientWidth: the CSS size inside any border.
+        return [el.width, el.height, el.clientWidth, el.clientHeight];
       });
       check(Math.abs(bw - 2 * cw) <= 1 && Math.abs(bh - 2 * ch) <= 1,
         `device scale factor 2: ${sel} has a ${bw} x ${bh} backing store for ${cw} x ${ch} CSS pixels`);

@@ -1,0 +1,272 @@
+// views.test.mjs: the dashboard's v2 views against canned, contract-shaped
+// answers (stub.mjs computes them in node; playwright's page.route serves
+// them for POST /attend), so the drawing logic is tested whatever the
+// service implements. The page itself still comes from a real attnd.
+// Checks: the model view of 3 layers (thumbnails, click to open, rollout),
+// base64 layers, the neuron view against q and k, the norm-based toggle,
+// a window's masked keys drawn grey, tensor-store refs on the second run
+// and the inline retry on unknown_ref, a 300-token map (pixels pool
+// cells), device scale factor 2 on every kind of canvas, no console
+// errors, no request to another origin.
+// Environment: ATTND_BIN (required) the server binary.
+
+import { checker, start_server, launch, close, watch, tooltip_weight, tooltip_number, hover_cell,
+  plot_variety, run_page, cell_rgb, is_masked_grey, set_form } from './lib.mjs';
+import { make_stub, route_stub, ref_of } from './stub.mjs';
+
+const c = checker();
+const check = c.check;
+const HEAD = (h) => `#head-maps canvas[data-head="${h}"]`;
+const close_to = (a, b) => Math.abs(a - b) <= 1e-6 * (1 + Math.abs(b));
+
+// A deterministic small request of `layers` layers, 2 heads, 6 tokens.
+function layers_request(L, extra = {}) {
+  let s = 11;
+  const rnd = () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5;
+  const mat = (r, k) => Array.from({ length: r }, () => Array.from({ length: k }, () => Number((2 * rnd()).toFixed(4))));
+  return { x: mat(6, 8), num_heads: 2, tokens: ['we', 'saw', 'the', 'cat', 'sit', 'down'],
+    layers: Array.from({ length: L }, () => ({ w_q: mat(8, 8), w_k: mat(8, 8), w_v: mat(8, 8) })), ...extra };
+}
+
+async function paste_and_run(page, req) {
+  await page.check('#source-json');
+  await page.fill('#request-json', JSON.stringify(req));
+  return run_page(page, true);
+}
+
+async function model_checks(page, stub) {
+  const req = layers_request(3);
+  await paste_and_run(page, req);
+  const sent = JSON.parse(stub.bodies.at(-1));
+  check(sent.layers.length === 3 && sent.rollout === true && sent.return_weights === 'per_head',
+    'a pasted 3-layer request goes out with rollout: true and per-head weights');
+  const ans = JSON.parse(stub.handle(JSON.stringify({ ...sent, store: false })).body);
+  const thumbs = page.locator('#model-grid canvas[data-layer][data-head]');
+  check(await thumbs.count() === 6, 'the model view draws 3 layers x 2 heads', `found ${await thumbs.count()}`);
+  check(await page.isVisible('#layer-field'), 'a layer selector appears');
+  for (const [l, h] of [[0, 0], [2, 1]]) {
+    const v = await plot_variety(page, `#model-grid canvas[data-layer="${l}"][data-head="${h}"]`);
+    check(v > 0.05, `thumbnail of layer ${l}, head ${h} is not one colour`);
+  }
+  await page.locator('#model-grid canvas[data-layer="1"][data-head="1"]').click();
+  check(await page.locator('#zoom[open]').count() === 1 && await page.getAttribute('#zoom', 'data-layer') === '1' &&
+    await page.getAttribute('#zoom', 'data-head') === '1', 'clicking layer 1, head 1 opens its map');
+  const zt = await hover_cell(page, '#zoom[open] canvas', 3, 2);
+  const want = ans.layers[1].attention[1][3][2].toFixed(4);
+  check(tooltip_weight(zt) === want && zt.includes('\u201ccat\u201d'), `the enlarged map shows layer 1's weight ${want}`, zt);
+  await page.keyboard.press('Escape');
+  check(await page.inputValue('#layer') === '1', 'the layer selector follows the click');
+  const ht = await hover_cell(page, HEAD(0), 5, 1);
+  check(tooltip_weight(ht) === ans.layers[1].attention[0][5][1].toFixed(4), 'the head maps show layer 1', ht);
+  await page.selectOption('#layer', '2');
+  const ht2 = await hover_cell(page, HEAD(0), 5, 1);
+  check(tooltip_weight(ht2) === ans.layers[2].attention[0][5][1].toFixed(4), 'choosing layer 2 draws layer 2', ht2);
+  check(await page.locator('#model-row-current, .model-row.current').getAttribute('data-layer') === '2',
+    'the grid marks the layer drawn');
+
+  check(await page.locator('canvas[data-rollout]').count() === 1, 'the rollout map is drawn');
+  const rt = await hover_cell(page, 'canvas[data-rollout]', 4, 1);
+  check(tooltip_number(rt, 'share') === ans.rollout[4][1].toFixed(4), `rollout tooltip shows ${ans.rollout[4][1].toFixed(4)}`, rt);
+  const row_sum = ans.rollout[4].reduce((a, b) => a + b, 0);
+  check(Math.abs(row_sum - 1) < 1e-5, 'the stub\'s rollout rows sum to 1 (a sanity check of the canned answer)');
+
+  // The same as base64 tensors (the Python client's form), uploaded.
+  await page.selectOption('#encoding', 'base64');
+  await page.setInputFiles('#request-file', { name: 'model.json', mimeType: 'application/json',
+    buffer: Buffer.from(JSON.stringify(layers_request(2))) });
+  await page.waitForFunction(() => document.getElementById('request-json').value.includes('"layers"'));
+  await run_page(page, true);
+  check(JSON.parse(stub.bodies.at(-1)).encoding === 'base64', 'base64 asked for');
+  check(await thumbs.count() === 4 && await page.locator('canvas[data-rollout]').count() === 1,
+    'an uploaded 2-layer file with base64 answers draws 2 x 2 thumbnails and the rollout');
+  await page.selectOption('#encoding', 'json');
+
+  // No rollout asked: no rollout drawn.
+  await page.setChecked('#want-rollout', false);
+  await paste_and_run(page, layers_request(2));
+  check(await page.locator('canvas[data-rollout]').count() === 0 && !(await page.isVisible('#rollout-section')),
+    'without rollout: true no rollout map');
+  await page.setChecked('#want-rollout', true);
+}
+
+async function neuron_and_norm_checks(page, stub) {
+  await page.check('#source-generate');
+  await set_form(page, { heads: 4, 'kv-heads': 2 });
+  const body = await run_page(page, true);
+  const sent = JSON.parse(body);
+  check(sent.return_qk === true && sent.value_norms === true, 'the generator asks for return_qk and value_norms');
+  const ans = JSON.parse(stub.handle(JSON.stringify({ ...sent, store: false })).body);
+  check(await page.isVisible('#neuron-section'), 'the neuron view is shown');
+  await page.selectOption('#neuron-query', '7');
+  await page.selectOption('#neuron-key', '1');
+  const d = ans.q[0][0].length;
+  for (const h of [0, 3]) {
+    const g = Math.floor(h / 2);
+    const el = page.locator(`[data-neuron-head="${h}"]`);
+    const read = (row) => el.locator(`[data-row="${row}"] [data-dim]`).evaluateAll(
+      (es) => es.map((e) => [Number(e.dataset.dim), Number(e.dataset.value)]));
+    const [qs, ks, ps] = [await read('q'), await read('k'), await read('prod')];
+    check(qs.length === d && qs.every(([i, v]) => close_to(v, ans.q[h][7][i])), `head ${h}: q of "it" matches the answer's q`);
+    check(ks.length === d && ks.every(([i, v]) => close_to(v, ans.k[g][1][i])),
+      `head ${h}: k of "animal" is KV head ${g}'s (grouped-query)`);
+    check(ps.every(([i, v]) => close_to(v, ans.q[h][7][i] * ans.k[g][1][i])), `head ${h}: products q_d k_d`);
+    const dot = ans.q[h][7].reduce((s, x, i) => s + x * ans.k[g][1][i], 0);
+    check(close_to(Number(await el.getAttribute('data-score')), dot / Math.sqrt(d)) &&
+      await el.getAttribute('data-kv-head') === String(g), `head ${h}: score = (q . k) / sqrt(${d})`);
+  }
+  await page.check('#neuron-sort');
+  const order = await page.locator('[data-neuron-head="0"] [data-row="prod"] [data-dim]').evaluateAll(
+    (es) => es.map((e) => Math.abs(Number(e.dataset.value))));
+  check(order.every((v, i) => i === 0 || order[i - 1] >= v), 'ordering by |q_d k_d| sorts the dimensions');
+  await page.uncheck('#neuron-sort');
+
+  check(await page.isVisible('#norm-field'), 'the norm-based toggle appears with value_norms');
+  const a = ans.attention;
+  const vn = ans.value_norms;
+  await page.check('#kind-norm');
+  const t1 = await hover_cell(page, HEAD(3), 7, 1);
+  const w1 = (a[3][7][1] * vn[3][1]).toFixed(4);
+  check(tooltip_number(t1, '\u03b1\u2016f\\(x\\)\u2016') === w1, `norm-based: weight x norm = ${w1}`, t1);
+  check(await page.getAttribute(HEAD(3), 'data-kind') === 'norm', 'the maps say they are norm-based');
+  await page.check('#kind-norm-row');
+  const sum = a[3][7].reduce((s, w, j) => s + w * vn[3][j], 0);
+  const t2 = await hover_cell(page, HEAD(3), 7, 1);
+  const w2 = (a[3][7][1] * vn[3][1] / sum).toFixed(4);
+  check(tooltip_number(t2, '\u03b1\u2016f\\(x\\)\u2016 renormalised') === w2, `renormalised rows: ${w2}`, t2);
+  const links = JSON.parse(await page.getAttribute('#lines', 'data-links'));
+  check(links.every((l) => l[3] <= 1 + 1e-9), 'the token view draws row shares in the norm-based modes');
+  await page.check('#kind-raw');
+  const t3 = await hover_cell(page, HEAD(3), 7, 1);
+  check(tooltip_weight(t3) === a[3][7][1].toFixed(4) && !t3.includes('\u2016'), 'back to raw weights', t3);
+  await set_form(page, { heads: 4, 'kv-heads': 4 });
+}
+
+async function mask_and_long_checks(page) {
+  await page.check('#source-generate');
+  await set_form(page, { mask: 'causal', 'window-left': 2 });
+  await run_page(page, true);
+  check(await page.getAttribute('#legend', 'data-scale') === 'row', 'a windowed causal map is scaled per row');
+  for (const [q, k, masked] of [[6, 1, true], [6, 4, false], [6, 8, true]]) {
+    const tip = await hover_cell(page, HEAD(0), q, k);
+    const rgb = await cell_rgb(page, HEAD(0), q, k);
+    check(tip.includes('masked') === masked && is_masked_grey(rgb) === masked,
+      `window of 2: query ${q}, key ${k} is ${masked ? '' : 'not '}drawn masked`, `${tip} ${JSON.stringify(rgb)}`);
+  }
+  await set_form(page, { mask: 'none', 'window-left': '', repeat: 30 });
+  await run_page(page, true);
+  const d = await page.locator(HEAD(0)).evaluate((el) => ({ ...el.dataset }));
+  check(Number(d.n) === 300 && Number(d.cell) < 3, `300 tokens: cells of ${Number(d.cell).toFixed(2)} pixels, pooled`);
+  check(await plot_variety(page, HEAD(0)) > 0.05, '300 tokens: the map is not one colour');
+  const tip = await hover_cell(page, HEAD(0), 150, 42);
+  check(/query .*\(150\) \u2192 key .*\(42\)/.test(tip), 'a pooled map still finds the cell under the pointer', tip);
+  const wrap = await page.locator('#lines-wrap').evaluate((w) => w.scrollHeight > w.clientHeight);
+  check(wrap, 'the token view of 300 tokens scrolls');
+  await set_form(page, { repeat: 1 });
+}
+
+async function store_checks(page, stub) {
+  await page.check('#source-generate');
+  await page.fill('#seed', '7'); // weights no earlier step sent
+  await run_page(page, true);
+  const first = JSON.parse(stub.bodies.at(-1));
+  check(first.store === true && Array.isArray(first.w_q), 'the first run sends tensors inline with store: true');
+  await run_page(page, true);
+  const second = JSON.parse(stub.bodies.at(-1));
+  check(['x', 'w_q', 'w_k', 'w_v'].every((f) => second[f]?.ref === ref_of(first[f])),
+    'the second run sends x, w_q, w_k and w_v as the refs the first answer named');
+  check(/4 tensors sent as refs/.test(await page.textContent('#status')), 'the status line counts the refs');
+  await page.fill('#sentence', 'A different sentence for the same weights');
+  await run_page(page, true);
+  const third = JSON.parse(stub.bodies.at(-1));
+  check(Array.isArray(third.x) && ['w_q', 'w_k', 'w_v'].every((f) => third[f]?.ref),
+    'a new sentence sends only x inline, the weights as refs');
+  // The store forgets w_k: 422 unknown_ref, then the page sends it inline.
+  stub.forget(ref_of(first.w_k));
+  const before = stub.bodies.length;
+  await run_page(page, true, { posts: 2 });
+  const tries = stub.bodies.slice(before).map((b) => JSON.parse(b));
+  check(tries.length === 2 && tries[0].w_k?.ref && Array.isArray(tries[1].w_k) && tries[1].store === true &&
+    Array.isArray(tries[1].w_q), 'on 422 unknown_ref the page re-sends the request inline with store: true',
+  JSON.stringify(tries.map((t) => Object.keys(t).filter((k) => t[k]?.ref))));
+  check(await page.isHidden('#error'), 'the retry leaves no error on the page');
+  await run_page(page, true);
+  check(JSON.parse(stub.bodies.at(-1)).w_k?.ref, 'the next run uses refs again');
+  await page.setChecked('#use-store', false);
+  await run_page(page, true);
+  const off = JSON.parse(stub.bodies.at(-1));
+  check(off.store === undefined && Array.isArray(off.w_q), 'with the store control off everything is inline');
+  await page.setChecked('#use-store', true);
+  await page.fill('#seed', '42');
+  await page.fill('#sentence', 'The animal didn\'t cross the street because it was tired');
+}
+
+async function hidpi_checks(base) {
+  const ctx = await launch(2);
+  try {
+    const page = ctx.context.pages()[0] ?? await ctx.context.newPage();
+    const w = watch(page, new URL(base).origin);
+    await route_stub(page, make_stub());
+    await page.goto(`${base}/`);
+    await paste_and_run(page, layers_request(3));
+    await page.check('#source-generate');
+    await page.waitForTimeout(300); // a redraw for a new width waits 150 ms
+    for (const sel of ['#model-grid canvas[data-layer="0"][data-head="0"]', 'canvas[data-rollout]', HEAD(1), '#lines', '#legend']) {
+      const [bw, cw, bh, ch] = await page.locator(sel).evaluate((el) => {
+        // clientWidth: the CSS size inside any border.
+        return [el.width, el.clientWidth, el.height, el.clientHeight];
+      });
+      check(Math.abs(bw - 2 * cw) <= 1 && Math.abs(bh - 2 * ch) <= 1, `device scale factor 2: ${sel} is ${bw} x ${bh} for ${cw} x ${ch} CSS pixels`);
+    }
+    check(w.console.length + w.errors.length + w.foreign.length === 0, 'device scale factor 2: no errors, no other origin',
+      [...w.console, ...w.errors, ...w.foreign].join(' | '));
+  } finally {
+    await close(ctx);
+  }
+}
+
+async function main() {
+  const server = await start_server(process.env.ATTND_BIN);
+  const { base } = server;
+  const origin = new URL(base).origin;
+  let ctx = null;
+  try {
+    ctx = await launch(1);
+    const page = ctx.context.pages()[0] ?? await ctx.context.newPage();
+    // The unknown_ref step answers 422 on purpose; chromium logs it.
+    let allow_422 = false;
+    const w = watch(page, origin, (t) => allow_422 && /status of 422/.test(t));
+    const stub = make_stub();
+    await route_stub(page, stub);
+    await page.goto(`${base}/`);
+    console.log(`dashboard at ${base}/, POST /attend answered by stub.mjs`);
+    for (const [name, fn] of [['model view', () => model_checks(page, stub)],
+      ['neuron and norm views', () => neuron_and_norm_checks(page, stub)],
+      ['masks and long inputs', () => mask_and_long_checks(page)],
+      ['tensor store', async () => { allow_422 = true; await store_checks(page, stub); allow_422 = false; }]]) {
+      console.log(name);
+      c.group = name;
+      try {
+        await fn();
+      } catch (e) {
+        check(false, `${name}: the section could not finish`, e.stack);
+      }
+    }
+    c.group = 'hidpi';
+    await hidpi_checks(base);
+    c.group = 'hygiene';
+    check(w.console.length === 0, 'no console errors', w.console.join(' | '));
+    check(w.errors.length === 0, 'no uncaught page errors', w.errors.join(' | '));
+    check(w.foreign.length === 0, `every request went to ${origin}`, w.foreign.join(', '));
+  } finally {
+    await close(ctx);
+    server.kill();
+  }
+}
+
+main().then(() => {
+  console.log(`${c.checks - c.failures}/${c.checks} view checks passed`);
+  process.exit(c.failures ? 1 : 0);
+}, (e) => {
+  console.error(`view test aborted: ${e.stack || e}`);
+  process.exit(1);
+});
