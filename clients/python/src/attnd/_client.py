@@ -312,7 +312,8 @@ class Client:
                         "the server at %s ignores request fields it does "
                         "not know (a v1 attnd), so it would compute this "
                         "request without %s: refused before sending"
-                        % (self.url, ", ".join(newer)), "/" + newer[0])
+                        % (self.url, ", ".join(newer)),
+                        "/layers" if "layers" in newer else "/" + newer[0])
 
     def _body(self, top: Dict[str, Any],
               layers: Optional[List[Mapping[str, Any]]],
