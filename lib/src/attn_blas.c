@@ -208,11 +208,15 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
         attn__vis_range(vis, b, q0 + r, &lo, &hi);
         hi = hi < k0 ? k0 : hi > k1 ? k1 : hi;
         attn__vis_adjust(vis, b, i, q0 + r, k0, s + r * lds, hi - k0, 1.0f);
-        if (vis->hide_rows) {
+        if (vis->hide_rows && !vis->pad_only) {
             unsigned char *h = j->hide + worker * d->m;
             attn__vis_row(vis, b, i, q0 + r, k0, hi, h);
             hide = h;
         } else {
+            /* the range alone, or the range and the key padding, which
+             * the softmax reads as the row's hidden flags in place */
+            if (vis->pad_only)
+                hide = j->p->key_padding + b * d->m + k0;
             /* the row's keys are [lo, hi): the ones before lo go to -inf,
              * as the softmax hides those past hi */
             for (size_t c = k0; c < lo && c < hi; c++)

@@ -342,61 +342,24 @@ int attn_flops(const attn_params *p, uint64_t *flops)
 
 /* The keys query a of batch element b can see under the causal mask, the
  * window and the global tokens, counted on sorted key positions (m
- * otherwise); an upper bound when global keys escape the window. */
+ * otherwise; attn__vis_span); an upper bound when global keys escape the
+ * window. */
 static uint64_t attn__cost_row(const attn__vis *v, size_t b, size_t a,
                                int sorted, size_t global_keys)
 {
     const attn_params *p = v->p;
-    size_t lo = 0, hi = v->m, l, h;
-    int64_t qp = attn__vis_qpos(v, b, a);
-    int global_q = 0;
+    size_t lo, hi, extra = 0;
+    int window = v->window;
 
     if (!sorted)
         return v->m;
-    for (size_t t = 0; p->window.on && t < p->n_global; t++)
-        global_q |= p->global_tokens[t] == a;
-    /* binary searches on the sorted key positions */
-    if (p->mask == ATTN_MASK_CAUSAL) {
-        for (l = 0, h = v->m; l < h;) {
-            size_t mid = l + (h - l) / 2;
-            if (attn__vis_kpos(v, b, mid) > qp)
-                h = mid;
-            else
-                l = mid + 1;
-        }
-        hi = l;
-    }
-    if (p->window.on && !global_q) {
-        size_t top = hi;
-        if (p->window.left != ATTN_UNBOUNDED &&
-            (uint64_t)p->window.left < (uint64_t)qp) {
-            int64_t x = qp - (int64_t)p->window.left;
-            for (l = 0, h = v->m; l < h;) {
-                size_t mid = l + (h - l) / 2;
-                if (attn__vis_kpos(v, b, mid) >= x)
-                    h = mid;
-                else
-                    l = mid + 1;
-            }
-            lo = l;
-        }
-        if (p->window.right != ATTN_UNBOUNDED &&
-            (uint64_t)p->window.right < (uint64_t)(INT64_MAX - qp)) {
-            int64_t y = qp + (int64_t)p->window.right;
-            for (l = 0, h = v->m; l < h;) {
-                size_t mid = l + (h - l) / 2;
-                if (attn__vis_kpos(v, b, mid) > y)
-                    h = mid;
-                else
-                    l = mid + 1;
-            }
-            hi = l < hi ? l : hi;
-        }
-        if (lo > hi)
-            lo = hi;
-        return (uint64_t)(hi - lo + (global_keys < top ? global_keys : top));
-    }
-    return (uint64_t)(hi - lo);
+    for (size_t t = 0; window && t < p->n_global; t++)
+        if (p->global_tokens[t] == a)
+            window = 0;
+    if (window)
+        extra = global_keys;
+    attn__vis_span(v, b, a, window, &lo, &hi);
+    return (uint64_t)(hi - lo + extra < v->m ? hi - lo + extra : v->m);
 }
 
 int attn_cost(const attn_params *p, uint64_t *work_units)
@@ -412,11 +375,7 @@ int attn_cost(const attn_params *p, uint64_t *work_units)
     if (work_units == NULL)
         return ATTN_EINVAL;
     d = &p->dims;
-    memset(&v, 0, sizeof(v));
-    v.p = p;
-    v.B = d->B;
-    v.n = d->n;
-    v.m = d->m;
+    attn__vis_rules(&v, p);
     for (size_t t = 0; p->window.on && t < p->n_global; t++)
         global_keys += p->global_tokens[t] < d->m;
     for (size_t b = 0; b < d->B; b++) {

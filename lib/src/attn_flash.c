@@ -65,7 +65,6 @@ typedef struct attn__flash_ws {
     float *max; /* [ATTN__FLASH_ROWS]: running max, -inf before any key */
     float *sum; /* [ATTN__FLASH_ROWS]: running sum of e^(s - max) */
     uint16_t *bits; /* [FLASH_KEYS / 16]: a row's visible keys, 1 bits */
-    unsigned char *hide; /* [FLASH_KEYS]: a row's hidden keys */
 } attn__flash_ws;
 
 static size_t attn__flash_dvp(const attn_dims *d)
@@ -77,15 +76,14 @@ static size_t attn__flash_parts(const attn_dims *d, float *base,
                                 attn__flash_ws *ws)
 {
     size_t dvp = attn__flash_dvp(d), at = 0;
-    size_t sizes[7] = {
+    size_t sizes[6] = {
         ATTN__FLASH_ROWS * d->d_k, FLASH_GROUP * FLASH_KEYS,
         ATTN__FLASH_ROWS * dvp,  ATTN__FLASH_ROWS,
-        ATTN__FLASH_ROWS,        FLASH_KEYS / 16 / 2, /* uint16 in floats */
-        FLASH_KEYS / 4 /* bytes in floats */
+        ATTN__FLASH_ROWS,        FLASH_KEYS / 16 / 2 /* uint16 in floats */
     };
-    float *part[7];
+    float *part[6];
 
-    for (size_t i = 0; i < 7; i++) {
+    for (size_t i = 0; i < 6; i++) {
         part[i] = base != NULL ? base + at : NULL;
         at += attn__round_up(sizes[i], 16);
     }
@@ -96,7 +94,6 @@ static size_t attn__flash_parts(const attn_dims *d, float *base,
         ws->max = part[3];
         ws->sum = part[4];
         ws->bits = (uint16_t *)(void *)part[5];
-        ws->hide = (unsigned char *)(void *)part[6];
     }
     return at;
 }
@@ -232,39 +229,31 @@ attn__flash_softmax(float *s, size_t keys, const uint16_t *bits, int masked,
 }
 
 /* The visible bits of row q (a query of the tile, or a padding row past
- * it: none) over keys [k0, k0 + n_keys) into ws->bits, keys bits wide.
- * [lo, hi) is the row's range (attn__vis_range): when no rule hides keys
- * inside it (no hide_rows), the bits are that range, 16 at a time. */
+ * it: none) over keys [k0, k0 + n_keys) into ws->bits, keys bits wide;
+ * [lo, hi) is the row's range (attn__vis_range). */
 static void attn__flash_bits(const attn__flash_args *a, attn__flash_ws *ws,
                              size_t b, size_t i, size_t q, int real,
                              attn__vis_kind kind, size_t k0, size_t n_keys,
                              size_t keys, size_t lo, size_t hi)
 {
-    size_t from, to;
-
-    for (size_t j = 0; j < keys; j += 16)
-        ws->bits[j / 16] = 0;
-    if (!real)
-        return;
-    if (kind == ATTN__VIS_ALL || !a->vis->hide_rows) {
-        from = kind == ATTN__VIS_ALL ? 0 : lo > k0 ? lo - k0 : 0;
-        to = kind == ATTN__VIS_ALL ? n_keys : hi > k0 ? hi - k0 : 0;
-        to = to < n_keys ? to : n_keys;
-        for (size_t j = 0; j < keys && from < to; j += 16) {
-            size_t l = from > j ? from - j : 0, h = to - j;
-            uint32_t m;
-            if (to <= j || l >= 16)
-                continue;
-            h = h > 16 ? 16 : h;
-            m = (h == 16 ? 0xFFFFu : (1u << h) - 1) & ~((1u << l) - 1);
-            ws->bits[j / 16] = (uint16_t)m;
-        }
+    if (!real) {
+        memset(ws->bits, 0, keys / 16 * sizeof(uint16_t));
         return;
     }
-    attn__vis_row(a->vis, b, i, q, k0, k0 + n_keys, ws->hide);
-    for (size_t t = 0; t < n_keys; t++)
-        if (!ws->hide[t])
-            ws->bits[t / 16] |= (uint16_t)(1u << (t % 16));
+    if (kind == ATTN__VIS_ALL) {
+        lo = 0;
+        hi = a->p->dims.m;
+        if (a->p->key_padding == NULL && !a->vis->has_mask &&
+            !a->vis->has_global) {
+            for (size_t j = 0; j < keys; j += 16) {
+                size_t h = n_keys > j ? n_keys - j : 0;
+                ws->bits[j / 16] =
+                    (uint16_t)(h >= 16 ? 0xFFFFu : (1u << h) - 1);
+            }
+            return;
+        }
+    }
+    attn__vis_bits(a->vis, b, i, q, lo, hi, k0, n_keys, keys, ws->bits);
 }
 
 __attribute__((target("avx512f"))) int

@@ -6,6 +6,10 @@
 
 #include "attn_visible.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define ATTN__VIS_UNBOUNDED UINT64_MAX
 
 /* The offsets of the tables in the one block (attn_check bounded
@@ -36,11 +40,9 @@ size_t attn__vis_bytes(const attn_params *p)
     return o.total;
 }
 
-int attn__vis_init(attn__vis *v, const attn_params *p)
+void attn__vis_rules(attn__vis *v, const attn_params *p)
 {
     const attn_dims *d = &p->dims;
-    attn__vis_offsets o;
-    unsigned char *base;
 
     memset(v, 0, sizeof(*v));
     v->p = p;
@@ -57,6 +59,16 @@ int attn__vis_init(attn__vis *v, const attn_params *p)
     v->has_global = v->window && p->n_global > 0;
     v->adjust = p->softcap > 0.0f || p->score_bias.data != NULL ||
                 p->alibi_slopes != NULL;
+}
+
+int attn__vis_init(attn__vis *v, const attn_params *p)
+{
+    const attn_dims *d = &p->dims;
+    attn__vis_offsets o;
+    unsigned char *base;
+    int sorted = 1;
+
+    attn__vis_rules(v, p);
 
     attn__vis_layout(p, &o);
     v->block = attn__alloc(p, o.total, 1);
@@ -98,9 +110,12 @@ int attn__vis_init(attn__vis *v, const attn_params *p)
                 v->k_sorted[b] = 0;
         if (!v->k_sorted[b] && (v->causal || v->window))
             v->hide_rows = 1; /* ranges are then [0, m) */
+        sorted &= v->k_sorted[b];
     }
     if (p->key_padding != NULL || v->has_mask || v->has_global)
         v->hide_rows = 1;
+    v->pad_only = p->key_padding != NULL && !v->has_mask && !v->has_global &&
+                  sorted;
     return ATTN_OK;
 }
 
@@ -294,43 +309,104 @@ static size_t attn__vis_search(const attn__vis *v, size_t b, int64_t t,
     return lo;
 }
 
-void attn__vis_range(const attn__vis *v, size_t b, size_t a, size_t *lo,
-                     size_t *hi)
+void attn__vis_span(const attn__vis *v, size_t b, size_t a, int window,
+                    size_t *lo, size_t *hi)
 {
-    int64_t qp;
-    size_t l = 0, h = v->m, cap;
+    int64_t qp = attn__vis_qpos(v, b, a);
+    size_t l = 0, h = v->m;
 
-    if (!v->k_sorted[b] || (!v->causal && !v->window)) {
-        *lo = 0;
-        *hi = v->m;
-        return;
-    }
-    qp = attn__vis_qpos(v, b, a);
     if (v->causal)
         h = attn__vis_search(v, b, qp, 0);
-    cap = h;
-    if (v->window && !(v->has_global && v->gq[a])) {
+    if (window) {
         if (v->left < (uint64_t)qp)
             l = attn__vis_search(v, b, qp - (int64_t)v->left, 1);
         if (v->right < (uint64_t)(INT64_MAX - qp)) {
             size_t r = attn__vis_search(v, b, qp + (int64_t)v->right, 0);
             h = r < h ? r : h;
         }
-        if (v->has_global && v->gk_before[cap] > 0) {
-            /* global keys below the causal bound escape the window */
-            size_t first = 0, last = cap;
-            while (!v->gk[first])
-                first++;
-            while (!v->gk[last - 1])
-                last--;
-            l = first < l ? first : l;
-            h = last > h ? last : h;
-        }
     }
-    if (l > h)
-        l = h;
+    *lo = l > h ? h : l;
+    *hi = h;
+}
+
+void attn__vis_range(const attn__vis *v, size_t b, size_t a, size_t *lo,
+                     size_t *hi)
+{
+    size_t l, h, cap;
+    int window = v->window && !(v->has_global && v->gq[a]);
+
+    if (!v->k_sorted[b] || (!v->causal && !v->window)) {
+        *lo = 0;
+        *hi = v->m;
+        return;
+    }
+    attn__vis_span(v, b, a, 0, &l, &cap);
+    attn__vis_span(v, b, a, window, &l, &h);
+    if (window && v->has_global && v->gk_before[cap] > 0) {
+        /* global keys below the causal bound escape the window */
+        size_t first = 0, last = cap;
+        while (!v->gk[first])
+            first++;
+        while (!v->gk[last - 1])
+            last--;
+        l = first < l ? first : l;
+        h = last > h ? last : h;
+    }
     *lo = l;
     *hi = h;
+}
+
+/* 16 flags of bytes (nonzero: set) as bits, for t < count. */
+static uint16_t attn__vis_flags16(const unsigned char *f, size_t count)
+{
+#ifdef __SSE2__
+    if (count == 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)f);
+        __m128i z = _mm_cmpeq_epi8(x, _mm_setzero_si128());
+        return (uint16_t)~_mm_movemask_epi8(z);
+    }
+#endif
+    uint16_t bits = 0;
+    for (size_t t = 0; t < count; t++)
+        bits |= (uint16_t)((f[t] != 0) << t);
+    return bits;
+}
+
+void attn__vis_bits(const attn__vis *v, size_t b, size_t i, size_t a,
+                    size_t lo, size_t hi, size_t k0, size_t n_keys,
+                    size_t keys, uint16_t *bits)
+{
+    const attn_params *p = v->p;
+    const unsigned char *pad =
+        p->key_padding != NULL ? p->key_padding + b * v->m + k0 : NULL;
+    const unsigned char *mrow = attn__vis_mask_row(v, b, i, a);
+    size_t from = lo > k0 ? lo - k0 : 0, to = hi > k0 ? hi - k0 : 0;
+
+    if (to > n_keys)
+        to = n_keys;
+    if (v->has_global || !v->k_sorted[b]) {
+        /* the range is not exact: every key asks every rule */
+        for (size_t j = 0; j < keys; j += 16)
+            bits[j / 16] = 0;
+        for (size_t c = 0; c < n_keys; c++)
+            if (attn__vis_key(v, b, i, a, k0 + c))
+                bits[c / 16] |= (uint16_t)(1u << (c % 16));
+        return;
+    }
+    /* the range, then the per-key rules 16 keys at a time */
+    for (size_t j = 0; j < keys; j += 16) {
+        size_t l = from > j ? from - j : 0, h = to > j ? to - j : 0;
+        size_t count = n_keys - j < 16 ? (n_keys > j ? n_keys - j : 0) : 16;
+        uint32_t m;
+        h = h > 16 ? 16 : h;
+        m = l >= h ? 0 : ((h == 16 ? 0xFFFFu : (1u << h) - 1) &
+                          ~((1u << l) - 1));
+        if (m != 0 && pad != NULL)
+            m &= ~(uint32_t)attn__vis_flags16(pad + j, count);
+        if (m != 0 && mrow != NULL)
+            m &= ~(uint32_t)attn__vis_flags16(mrow + k0 + j, count);
+        bits[j / 16] = (uint16_t)m;
+    }
 }
 
 void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,

@@ -34,6 +34,7 @@ typedef struct attn__vis {
     int has_global;       /* global tokens with a window */
     int adjust;           /* softcap, bias or ALiBi change the scores */
     int hide_rows;        /* rows need per-key flags beyond their range */
+    int pad_only;         /* ... and those flags are the key padding alone */
     unsigned char *gq;    /* [n]: global queries (has_global) */
     unsigned char *gk;    /* [m]: global keys (has_global) */
     size_t *gk_before;    /* [m + 1]: global keys before each index */
@@ -61,6 +62,15 @@ int attn__vis_key(const attn__vis *v, size_t b, size_t i, size_t a,
 attn__vis_kind attn__vis_block(const attn__vis *v, size_t b, size_t i,
                                size_t q0, size_t q1, size_t k0, size_t k1);
 
+/* The scalar rules of p into v (no tables, no allocation): enough for
+ * attn__vis_qpos, attn__vis_kpos and attn__vis_span. */
+void attn__vis_rules(attn__vis *v, const attn_params *p);
+
+/* On sorted key positions: the keys [*lo, *hi) of batch element b that
+ * the causal bound and (when window) the window leave query a. */
+void attn__vis_span(const attn__vis *v, size_t b, size_t a, int window,
+                    size_t *lo, size_t *hi);
+
 /* Keys outside [*lo, *hi) are hidden from query a in every head (lo ==
  * hi when all are). */
 void attn__vis_range(const attn__vis *v, size_t b, size_t a, size_t *lo,
@@ -70,6 +80,13 @@ void attn__vis_range(const attn__vis *v, size_t b, size_t a, size_t *lo,
  * 0 for the visible ones; returns how many are visible. */
 size_t attn__vis_row(const attn__vis *v, size_t b, size_t i, size_t a,
                      size_t k0, size_t k1, unsigned char *hide);
+
+/* The visible bits of head i's query a over keys [k0, k0 + n_keys), 16 a
+ * word (bit t of bits[j] is key k0 + 16 j + t), given its range [lo, hi)
+ * from attn__vis_range; words up to keys bits are written. */
+void attn__vis_bits(const attn__vis *v, size_t b, size_t i, size_t a,
+                    size_t lo, size_t hi, size_t k0, size_t n_keys,
+                    size_t keys, uint16_t *bits);
 
 /* The visible keys of head i's query a over all m. */
 size_t attn__vis_count(const attn__vis *v, size_t b, size_t i, size_t a);
