@@ -15,6 +15,7 @@ int main(void)
     srunner_add_suite(sr, http_suite());
     srunner_add_suite(sr, drain_suite());
     srunner_add_suite(sr, store_suite());
+    srunner_add_suite(sr, v2_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -18,6 +18,7 @@ Suite *metrics_suite(void);
 Suite *http_suite(void);
 Suite *drain_suite(void);
 Suite *store_suite(void); /* tests/service/test_store.c */
+Suite *v2_suite(void);    /* tests/service/test_v2.c */
 
 /* A config for tests: 127.0.0.1, port 0, 2 compute threads, quiet. */
 void ts_config(config *cfg);
