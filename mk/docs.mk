@@ -1,0 +1,19 @@
+# mk/docs.mk: the documentation agrees with the binary and the tree.
+#
+#   make test-docs   docs/operations.md's options table lists exactly the
+#                    options `attnd --help` prints (variable and default
+#                    included); its metrics table holds every metric a running
+#                    attnd exposes on /metrics; every relative link in
+#                    README.md and docs/*.md reaches an existing file (and
+#                    heading)
+#
+# python3 stdlib only (tests/docs/check_docs.py); attnd is started on a free
+# loopback port and stopped with SIGTERM.
+
+DOCS_PY := /usr/bin/python3
+TEST_TARGETS += test-docs
+
+.PHONY: test-docs
+
+test-docs: $(BUILD)/attnd
+	$(DOCS_PY) tests/docs/check_docs.py --attnd $(BUILD)/attnd
