@@ -318,6 +318,19 @@ export function cell_at(canvas, client_x, client_y) {
   };
 }
 
+// The key column whose label (above the plot) is under a client position,
+// or null.
+export function column_at(canvas, client_x, client_y) {
+  const h = canvas.heatmap;
+  if (!h) return null;
+  const rect = canvas.getBoundingClientRect();
+  if (rect.width === 0 || rect.height === 0) return null;
+  const x = (client_x - rect.left) * (canvas.width / rect.width) - h.left;
+  const y = (client_y - rect.top) * (canvas.height / rect.height) - h.top;
+  if (x < 0 || x >= h.plot_w || y >= 0) return null;
+  return Math.min(h.map.m - 1, Math.floor(x / h.cell_w));
+}
+
 // The client position of a cell's centre (for keyboard tooltips).
 export function cell_centre(canvas, i, j) {
   const h = canvas.heatmap;

@@ -3,7 +3,7 @@
 // map), and the attention rollout (Abnar and Zuidema 2020) when the answer
 // has one.
 
-import { $, state, token, room_of } from './state.js';
+import { $, state, token, room_of, plural } from './state.js';
 import { draw_heatmap } from './heatmap.js';
 import { attach_hover } from './views.js';
 import { tensor_of, slice_of } from './api.js';
@@ -27,7 +27,7 @@ export function render_model(layer_maps, on_pick) {
   const room = room_of(grid, 800);
   const side = Math.max(28, Math.min(110, Math.floor((room - LABEL_W) / Math.max(1, h)) - 6));
   grid.style.setProperty('--thumb', `${side}px`);
-  $('model-caption').textContent = `${L} layers \u00d7 ${h} heads, each map scaled 0 to its own maximum. ` +
+  $('model-caption').textContent = `${plural(L, 'layer')} \u00d7 ${plural(h, 'head')}, each map scaled 0 to its own maximum. ` +
     'Click a map to draw that layer below and enlarge the head.';
   for (let l = 0; l < L; l++) {
     const row = document.createElement('div');
@@ -91,7 +91,7 @@ function render_rollout() {
   for (const v of r.values) if (v > mx) mx = v;
   const rows = state.rows.length === n ? state.rows : Array.from({ length: n }, (_, i) => String(i));
   draw_heatmap(canvas, { values: r.values, n, m, rows, cols: rows, vmax: mx > 0 ? mx : 1,
-    scale: { kind: n >= 48 ? 'gamma' : 'linear', gamma: 0.5 } },
+    scale: { ...state.scale, unit: false } },
   { width: Math.min(room_of(box), 640), height: 640 });
   attach_hover(canvas, (i, j) => `rollout \u00b7 query ${token(rows, i)} \u2192 key ${token(rows, j)} \u00b7 ` +
     `share ${Number(r.values[i * m + j]).toFixed(4)}`, () => {}, null);

@@ -3,7 +3,7 @@
 // and PNG export. They draw what state.js holds.
 
 import { $, state, token, room_of, KIND_LABELS } from './state.js';
-import { draw_heatmap, draw_legend, cell_at, cell_centre, set_cursor } from './heatmap.js';
+import { draw_heatmap, draw_legend, cell_at, cell_centre, set_cursor, column_at } from './heatmap.js';
 import { draw_lines, focus_at, head_colour } from './lines.js';
 import { scale_name } from './scale.js';
 
@@ -220,7 +220,15 @@ export function attach_hover(canvas, describe_cell, enlarge, on_cell = follow_qu
     const c = cell_at(canvas, e.clientX, e.clientY);
     if (!c) {
       set_cursor(canvas, null);
-      hide_tooltip();
+      // Over a key's label: the token view shows who attends to it.
+      const j = on_cell === follow_query ? column_at(canvas, e.clientX, e.clientY) : null;
+      if (j === null) {
+        hide_tooltip();
+        return;
+      }
+      show_tooltip(`key ${token(state.cols, j)}: the token view shows the queries that attend to it most`,
+        e.clientX, e.clientY);
+      follow_key(j);
       return;
     }
     show_cell(c, e.clientX, e.clientY);
@@ -255,6 +263,12 @@ export function attach_hover(canvas, describe_cell, enlarge, on_cell = follow_qu
     show_cell({ i, j }, p.x, p.y);
     $('cell-live').textContent = $('tooltip').textContent;
   });
+}
+
+function follow_key(j) {
+  if (state.focus?.kind === 'key' && state.focus.index === j) return;
+  state.focus = { kind: 'key', index: j };
+  redraw_lines(true);
 }
 
 function follow_query(i) {

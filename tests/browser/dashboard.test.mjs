@@ -31,7 +31,7 @@
 
 import fs from 'node:fs';
 import { checker, start_server, launch, close, watch, post, tooltip_weight, hover_cell,
-  plot_variety, run_page, cell_rgb, is_masked_grey, lab, rgb_hex, hover_lines_key, set_form } from './lib.mjs';
+  plot_variety, run_page, cell_rgb, is_masked_grey, lab, rgb_hex, hover_lines_key, hover_column, set_form } from './lib.mjs';
 import { v2_checks } from './e2e_v2.mjs';
 
 const SCREENSHOT = process.env.SCREENSHOT || '';
@@ -143,6 +143,10 @@ async function v1_checks(page, base, flags) {
     back.every((l) => l[2] === animal) &&
     JSON.stringify(back.filter((l) => l[0] === 0).map((l) => l[1]).sort()) === JSON.stringify(col_top.sort()),
   'hovering a key in the token view draws the queries that attend to it most', JSON.stringify(back));
+
+  const col_tip = await hover_column(page, HEAD(2), animal);
+  check(await page.getAttribute('#lines', 'data-focus') === `key:${animal}` && col_tip.includes('\u201canimal\u201d'),
+    'hovering a key\'s label above a map puts that key in the token view\'s focus', col_tip);
 
   if (SCREENSHOT) {
     await page.mouse.move(5, 5);

@@ -232,3 +232,15 @@ export async function hover_lines_key(page, j) {
   const box = await canvas.boundingBox();
   await page.mouse.move(box.x + Number(d.xRight) + 10, box.y + y);
 }
+
+// Moves the mouse over the label of key column j, above the plot.
+export async function hover_column(page, selector, j) {
+  const canvas = page.locator(selector);
+  await canvas.scrollIntoViewIfNeeded();
+  const box = await canvas.boundingBox();
+  const d = await canvas.evaluate((el) => ({ ...el.dataset, width: el.width }));
+  const s = box.width / d.width;
+  await page.mouse.move(box.x + (Number(d.plotLeft) + (j + 0.5) * Number(d.cell)) * s,
+    box.y + (Number(d.plotTop) - 8) * s);
+  return (await page.textContent('#tooltip')) ?? '';
+}
