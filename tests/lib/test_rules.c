@@ -605,6 +605,70 @@ START_TEST(test_rules_workspace_is_the_peak)
 }
 END_TEST
 
+/* Failing each of the library's allocations in turn, on the case that
+ * uses every rule and every extra that allocates: ATTN_ENOMEM, nothing
+ * leaked, and the call after the last allocation succeeds. */
+START_TEST(test_rules_alloc_fail_each)
+{
+    const rl_spec *s = &rl_table[27]; /* "everything" */
+    rl_case rc;
+    attn_params p;
+    attn_extras ex;
+    tl_alloc a;
+    size_t total;
+    float *out, *vn;
+    attn_head_stats *hs;
+    double *sim;
+    size_t *sk;
+
+    ck_assert_str_eq(s->name, "everything");
+    rl_case_init(&rc, s, 9);
+    p = rc.c.p;
+    p.weights = _i ? ATTN_WEIGHTS_PER_HEAD : ATTN_WEIGHTS_NONE;
+    out = rl_buf(tl_output_elems(&p) +
+                 (_i ? tl_weights_elems(&p, p.weights) : 0));
+    vn = rl_buf(s->B * s->h * s->m);
+    hs = calloc(s->B * s->h, sizeof *hs);
+    sim = calloc(s->B * s->h * s->h, sizeof *sim);
+    sk = calloc(s->B, sizeof *sk);
+    TL_CHECK(hs && sim && sk, "test setup: out of memory");
+    memset(&ex, 0, sizeof ex);
+    ex.value_norms = vn;
+    if (_i) {
+        ex.stats = 1;
+        ex.heads = hs;
+        ex.similarity = sim;
+        ex.skipped_rows = sk;
+    }
+    tl_alloc_init(&a, 0);
+    p.allocator = &a.iface;
+    ck_assert_int_eq(attn_forward_ex(&p, out, _i ? out + tl_output_elems(&p)
+                                                 : NULL, &ex),
+                     ATTN_OK);
+    total = a.calls;
+    tl_alloc_destroy(&a);
+    ck_assert_uint_ge(total, 3);
+    for (size_t k = 1; k <= total + 1; k++) {
+        int st;
+        tl_alloc_init(&a, k);
+        p.allocator = &a.iface;
+        st = attn_forward_ex(&p, out, _i ? out + tl_output_elems(&p) : NULL,
+                             &ex);
+        ck_assert_msg(k <= total ? st == ATTN_ENOMEM : st == ATTN_OK,
+                      "failing allocation %zu of %zu: status %d", k, total,
+                      st);
+        ck_assert_uint_eq(a.live, 0);
+        tl_alloc_destroy(&a);
+    }
+    free(out);
+    free(vn);
+    free(hs);
+    free(sim);
+    free(sk);
+    rl_case_free(&rc);
+}
+END_TEST
+
 Suite *tl_suite_rules(void)
 {
     Suite *s = suite_create("rules");
@@ -615,6 +679,7 @@ Suite *tl_suite_rules(void)
                         (int)(sizeof rl_table / sizeof rl_table[0]));
     tcase_add_test(tc, test_rules_cost_counts_visible_pairs);
     tcase_add_loop_test(tc, test_rules_workspace_is_the_peak, 0, 20);
+    tcase_add_loop_test(tc, test_rules_alloc_fail_each, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
