@@ -4,7 +4,6 @@ ATTND_BIN names the binary (make test-python sets it). Each server runs on
 127.0.0.1 at a port picked free beforehand (so a test can restart it on the
 same address), with its log drained by a thread so it never blocks.
 """
-import json
 import os
 import signal
 import socket

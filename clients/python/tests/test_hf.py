@@ -5,11 +5,9 @@ GPT-2 attention. Each layer dict that attnd.hf.capture makes is held to
 what the module computed twice: through the float64 reference (the
 translation alone, no server) and through attnd with Client.layers.
 """
-import numpy as np
 import pytest
 import torch
 
-import attnd
 import attnd.hf as hf
 from attnd._wire import to_numpy
 from hf_standins import TinyBert, TinyGPT2, TinyLlama

@@ -11,7 +11,6 @@ never drawn.
 """
 import itertools
 
-import numpy as np
 import pytest
 import torch
 

@@ -13,9 +13,19 @@
   forward, computed by the service.
 - attnd.hf: layer requests from Hugging Face attention modules.
 """
+from typing import Any
+
 from ._client import Client, Error, Result
 from ._mha import mha_request
-from ._wire import sha256_ref
+from . import _wire
+
+
+def sha256_ref(tensor: Any) -> str:
+    """The tensor store's name of a tensor (NumPy array, torch tensor or
+    list): "sha256:" and the hex SHA-256 of its values as little-endian
+    float32 in row-major order."""
+    return _wire.sha256_ref(_wire.as_float32(tensor))
+
 
 __all__ = ["Client", "Error", "Result", "mha_request", "sha256_ref"]
 __version__ = "0.1.0"

@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 import threading
 import urllib.error
-import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
