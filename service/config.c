@@ -73,8 +73,9 @@ static const config__option config__options[] = {
      "\"*\" or comma-separated origins allowed by CORS"},
     {"tensor-store-bytes", "ATTND_TENSOR_STORE_BYTES", CONFIG__SIZE,
      CONFIG__AT(tensor_store_bytes), 0, SIZE_MAX,
-     "bytes of float32 values the tensor store keeps (POST /tensors, refs "
-     "in /attend), least recently used forgotten first; 0 turns it off"},
+     "bytes the tensor store may hold (POST /tensors, refs in /attend): "
+     "values, and 256 a tensor; least recently used forgotten first; 0 "
+     "turns it off"},
     {"drain-delay", "ATTND_DRAIN_DELAY", CONFIG__SECS,
      CONFIG__AT(drain_delay_s), 0, 3600,
      "seconds between SIGTERM (/readyz 503) and refusing new work"},

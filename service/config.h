@@ -23,8 +23,8 @@ typedef struct config {
     char cors_origins[1024]; /* --cors-origins ATTND_CORS_ORIGINS: "*" or a
                                 comma-separated list of origins */
     size_t tensor_store_bytes; /* --tensor-store-bytes
-                                  ATTND_TENSOR_STORE_BYTES: bytes of values
-                                  the tensor store keeps; 0: no store */
+                                  ATTND_TENSOR_STORE_BYTES: bytes the tensor
+                                  store may hold; 0: no store */
     bool quiet;             /* --quiet ATTND_QUIET: no per-request log */
     double drain_delay_s;   /* --drain-delay ATTND_DRAIN_DELAY */
     bool healthcheck;       /* --healthcheck: probe a running attnd */

@@ -260,8 +260,8 @@ char *metrics_render(metrics *m, size_t *len)
                     "store.\n"
                     "# TYPE attnd_tensor_store_entries gauge\n"
                     "attnd_tensor_store_entries %zu\n"
-                    "# HELP attnd_tensor_store_bytes Bytes of float32 values "
-                    "in the tensor store.\n"
+                    "# HELP attnd_tensor_store_bytes Bytes the tensor store "
+                    "holds: values, and 256 a tensor.\n"
                     "# TYPE attnd_tensor_store_bytes gauge\n"
                     "attnd_tensor_store_bytes %zu\n",
                     st.entries, st.bytes);

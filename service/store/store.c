@@ -33,10 +33,18 @@ typedef struct store__entry {
 
 #define STORE__HEADER \
     ((sizeof(store__entry) + STORE__ALIGN - 1) / STORE__ALIGN * STORE__ALIGN)
+_Static_assert(STORE__HEADER <= STORE_ENTRY_OVERHEAD,
+               "an entry's bookkeeping outgrew what store.h charges for it");
+
+/* What a tensor of count values costs against the capacity. */
+static size_t store__cost(size_t count)
+{
+    return STORE_ENTRY_OVERHEAD + count * sizeof(float);
+}
 
 struct store {
     pthread_mutex_t mu;
-    size_t capacity;          /* bytes of values */
+    size_t capacity;          /* bytes, as store__cost counts them */
     store__entry **buckets;   /* nbuckets, a power of two */
     size_t nbuckets;
     store__entry *newest, *oldest;
@@ -179,7 +187,7 @@ static void store__insert(store *s, store__entry *e)
     store__lru_push(s, e);
     e->linked = true;
     s->entries++;
-    s->bytes += e->t.count * sizeof(float);
+    s->bytes += store__cost(e->t.count);
 }
 
 /* Takes e out of the table and the LRU list; its memory stays. */
@@ -193,7 +201,7 @@ static void store__remove(store *s, store__entry *e)
     store__lru_unlink(s, e);
     e->linked = false;
     s->entries--;
-    s->bytes -= e->t.count * sizeof(float);
+    s->bytes -= store__cost(e->t.count);
 }
 
 /* Evicts until need more bytes fit, oldest first: unheld tensors in a first
@@ -324,7 +332,8 @@ int store_put(store *s, const float *data, size_t count, const size_t *shape,
         errno = EINVAL;
         return -1;
     }
-    if (count > s->capacity / sizeof(float)) {
+    if (s->capacity < STORE_ENTRY_OVERHEAD ||
+        count > (s->capacity - STORE_ENTRY_OVERHEAD) / sizeof(float)) {
         errno = EFBIG;
         return -1;
     }
@@ -368,7 +377,7 @@ int store_put(store *s, const float *data, size_t count, const size_t *shape,
     pthread_mutex_lock(&s->mu);
     e = store__hold(s, hash);
     if (!e) {
-        store__make_room(s, bytes, &dead);
+        store__make_room(s, store__cost(count), &dead);
         store__insert(s, n);
     }
     pthread_mutex_unlock(&s->mu);

@@ -4,9 +4,10 @@
  * A tensor is named by the SHA-256 of its raw little-endian float32 bytes
  * in row-major order, written "sha256:<64 lowercase hex>" (what
  * hashlib.sha256(a.astype("<f4").tobytes()).hexdigest() gives). The store
- * holds at most capacity_bytes of values (4 bytes a value; the bookkeeping
- * of an entry is not counted) and forgets least-recently-used tensors to
- * make room.
+ * holds at most capacity_bytes, counting a tensor as its values (4 bytes
+ * each) and STORE_ENTRY_OVERHEAD bytes of bookkeeping, so many tiny tensors
+ * cannot hold more memory than the bound; it forgets least-recently-used
+ * tensors to make room.
  *
  * Lookups and puts hand out held tensors: a held tensor is immutable and is
  * never freed under its holder, even when evicted meanwhile (it then leaves
@@ -27,6 +28,10 @@ typedef struct store_tensor {
                                          shape[rank..3] are 0 */
     char ref[72];                     /* "sha256:<64 hex>" NUL-terminated */
 } store_tensor;
+
+/* What each tensor costs against the capacity besides its values: its
+ * bookkeeping, in the same allocation as the values. */
+#define STORE_ENTRY_OVERHEAD 256
 
 /* Length of a ref without its NUL: "sha256:" and 64 hex digits. */
 #define STORE_REF_LEN 71
@@ -70,12 +75,13 @@ void store_release(store *s, const store_tensor *t);
  * until its last release. Concurrent puts of the same bytes store them
  * once. Neither a put nor the lookup inside it counts as a hit or a miss.
  * Returns 0, or -1 with *out NULL and nothing stored: errno EINVAL (s NULL,
- * bad rank or a shape whose product is not count), EFBIG (4 * count is over
- * the capacity) or ENOMEM. */
+ * no values, bad rank or a shape whose product is not count), EFBIG (4 *
+ * count + STORE_ENTRY_OVERHEAD is over the capacity) or ENOMEM. */
 int store_put(store *s, const float *data, size_t count, const size_t *shape,
               int rank, const store_tensor **out, int *created);
 
-/* What the store holds now (entries, bytes of values) and its lookups and
+/* What the store holds now (entries, and bytes as charged against the
+ * capacity: values plus STORE_ENTRY_OVERHEAD each) and its lookups and
  * evictions since store_new. All zero for a NULL store. */
 typedef struct store_stats {
     size_t entries;

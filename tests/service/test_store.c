@@ -14,6 +14,9 @@
 #include "store/store.h"
 #include "test_service.h"
 
+/* What a tensor of n values costs against a store's capacity. */
+#define STORE_COST(n) (STORE_ENTRY_OVERHEAD + (n) * sizeof(float))
+
 /* -- names ------------------------------------------------------------------ */
 
 /* hashlib.sha256(struct.pack("<%df" % len(v), *v)).hexdigest() */
@@ -199,7 +202,7 @@ START_TEST(test_store_put_get_release)
     store_stats st;
     store_get_stats(s, &st);
     ck_assert_uint_eq(st.entries, 1);
-    ck_assert_uint_eq(st.bytes, 24);
+    ck_assert_uint_eq(st.bytes, STORE_COST(6));
     ck_assert_uint_eq(st.hits, 1);
     ck_assert_uint_eq(st.misses, 1);
     ck_assert_uint_eq(st.evictions, 0);
@@ -251,9 +254,10 @@ END_TEST
 
 START_TEST(test_store_lru_order)
 {
-    /* room for three tensors of 4 values (16 bytes each) */
+    /* room for three tensors of 4 values */
     store *s;
-    ck_assert_int_eq(store_new(48, &s), 0);
+    const size_t cap = 3 * STORE_COST(4);
+    ck_assert_int_eq(store_new(cap, &s), 0);
     for (unsigned id = 1; id <= 3; id++)
         store_release(s, store_put_id(s, id, 4, NULL));
     /* a use makes 1 the most recent, so 2 is now the oldest */
@@ -267,7 +271,7 @@ START_TEST(test_store_lru_order)
     int created;
     store_release(s, store_put_id(s, 3, 4, &created));
     ck_assert_int_eq(created, 0);
-    /* ...and a tensor of 8 values (32 bytes) evicts two: 1 and 4 */
+    /* ...and a tensor of 8 values evicts two: 1 and 4 */
     store_release(s, store_put_id(s, 5, 8, NULL));
     ck_assert(!store_has(s, 1, 4));
     ck_assert(!store_has(s, 4, 4));
@@ -277,17 +281,17 @@ START_TEST(test_store_lru_order)
     store_stats st;
     store_get_stats(s, &st);
     ck_assert_uint_eq(st.entries, 2);
-    ck_assert_uint_eq(st.bytes, 48);
+    ck_assert_uint_eq(st.bytes, STORE_COST(4) + STORE_COST(8));
     ck_assert_uint_eq(st.evictions, 3);
     ck_assert_uint_eq(st.hits, 6);
     ck_assert_uint_eq(st.misses, 3);
 
     /* larger than the whole store: refused, nothing evicted */
-    float *big = store_values(9, 13);
-    size_t n = 13;
+    size_t n = (cap - STORE_ENTRY_OVERHEAD) / sizeof(float) + 1;
+    float *big = store_values(9, n);
     const store_tensor *t;
     errno = 0;
-    ck_assert_int_eq(store_put(s, big, 13, &n, 1, &t, &created), -1);
+    ck_assert_int_eq(store_put(s, big, n, &n, 1, &t, &created), -1);
     ck_assert_int_eq(errno, EFBIG);
     ck_assert_ptr_null(t);
     free(big);
@@ -295,10 +299,10 @@ START_TEST(test_store_lru_order)
     ck_assert_uint_eq(st.entries, 2);
     ck_assert_uint_eq(st.evictions, 3);
     /* exactly the capacity fits, evicting everything else */
-    store_release(s, store_put_id(s, 10, 12, NULL));
+    store_release(s, store_put_id(s, 10, n - 1, NULL));
     store_get_stats(s, &st);
     ck_assert_uint_eq(st.entries, 1);
-    ck_assert_uint_eq(st.bytes, 48);
+    ck_assert_uint_eq(st.bytes, cap);
     store_free(s);
 }
 END_TEST
@@ -306,7 +310,7 @@ END_TEST
 START_TEST(test_store_held_survives_eviction)
 {
     store *s;
-    ck_assert_int_eq(store_new(32, &s), 0); /* two tensors of 4 values */
+    ck_assert_int_eq(store_new(2 * STORE_COST(4), &s), 0);
     const store_tensor *a = store_put_id(s, 1, 4, NULL); /* held */
     store_release(s, store_put_id(s, 2, 4, NULL));
     /* 1 is older, but held: the unheld 2 goes first */
@@ -334,7 +338,7 @@ START_TEST(test_store_held_survives_eviction)
     store_stats st;
     store_get_stats(s, &st);
     ck_assert_uint_eq(st.entries, 2);
-    ck_assert_uint_eq(st.bytes, 32);
+    ck_assert_uint_eq(st.bytes, 2 * STORE_COST(4));
     /* the last release frees the evicted tensor (LeakSanitizer in the ASan
      * build would report it otherwise; ASan, any later use) */
     store_release(s, a);
@@ -395,7 +399,7 @@ START_TEST(test_store_concurrent_same_bytes)
         store_stats st;
         store_get_stats(s, &st);
         ck_assert_uint_eq(st.entries, 1);
-        ck_assert_uint_eq(st.bytes, n * sizeof(float));
+        ck_assert_uint_eq(st.bytes, STORE_COST(n));
         ck_assert_mem_eq(args[0].t->data, v, n * sizeof(float));
         for (int i = 0; i < STORE_THREADS; i++)
             store_release(s, args[i].t);
@@ -489,7 +493,7 @@ START_TEST(test_store_concurrent_stress)
 {
     store *s;
     /* about 8 tensors of the average size */
-    ck_assert_int_eq(store_new(8 * 1024, &s), 0);
+    ck_assert_int_eq(store_new(10 * 1024, &s), 0);
     unsigned char(*hashes)[32] = malloc(STORE_STRESS_IDS * sizeof *hashes);
     for (unsigned id = 0; id < STORE_STRESS_IDS; id++)
         store_hash_id(id, store_stress_n(id), hashes[id]);
@@ -509,7 +513,7 @@ START_TEST(test_store_concurrent_stress)
     store_stats st;
     store_get_stats(s, &st);
     ck_assert_uint_eq(st.hits + st.misses, gets);
-    ck_assert_uint_le(st.bytes, 8 * 1024);
+    ck_assert_uint_le(st.bytes, 10 * 1024);
     ck_assert_uint_gt(st.evictions, 0);
     ck_assert_uint_gt(st.hits, 0);
     /* what is left is exactly what lookups find */
@@ -519,7 +523,7 @@ START_TEST(test_store_concurrent_stress)
         if (t) {
             ck_assert(store_stress_check(t, id));
             found++;
-            bytes += t->count * sizeof(float);
+            bytes += STORE_COST(t->count);
         }
         store_release(s, t);
     }
@@ -704,7 +708,7 @@ START_TEST(test_store_http_upload_and_get)
 
     store_stats st = store_stats_of(srv);
     ck_assert_uint_eq(st.entries, 2);
-    ck_assert_uint_eq(st.bytes, 24 + 1680);
+    ck_assert_uint_eq(st.bytes, STORE_COST(6) + STORE_COST(420));
     ck_assert_uint_eq(st.hits, 3);
     server_stop(srv);
 }
@@ -715,7 +719,7 @@ START_TEST(test_store_http_errors)
     config cfg;
     ts_config(&cfg);
     cfg.limits.max_body_bytes = 4096;
-    cfg.tensor_store_bytes = 2048;
+    cfg.tensor_store_bytes = STORE_COST(512);
     server *srv = ts_start(&cfg);
     uint16_t port = server_port(srv);
     ts_response r;
@@ -799,7 +803,7 @@ START_TEST(test_store_http_errors)
                4100, &r);
     ts_assert_error(&r, 413, "too_large");
     ts_response_free(&r);
-    float *many = store_values(3, 513); /* 2052 bytes > 2048 */
+    float *many = store_values(3, 513); /* one value too many */
     store_post(port, "/tensors?shape=513", "application/octet-stream", many,
                513 * sizeof(float), &r);
     ts_assert_error(&r, 413, "too_large");
@@ -879,7 +883,7 @@ START_TEST(test_store_http_metrics)
 {
     config cfg;
     ts_config(&cfg);
-    cfg.tensor_store_bytes = 48; /* three tensors of 4 values */
+    cfg.tensor_store_bytes = 3 * STORE_COST(4); /* three tensors of 4 values */
     server *srv = ts_start(&cfg);
     uint16_t port = server_port(srv);
     ts_response r;
@@ -905,7 +909,8 @@ START_TEST(test_store_http_metrics)
     ts_http(port, &q, &r);
     ck_assert_int_eq(r.status, 200);
     ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_entries"), 3);
-    ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_bytes"), 48);
+    ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_bytes"),
+                        3 * STORE_COST(4));
     ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_hits_total"), 2);
     ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_misses_total"),
                         1);
@@ -1021,7 +1026,7 @@ START_TEST(test_store_http_concurrent_uploads)
     ck_assert_int_eq(again, STORE_THREADS - 1);
     store_stats st = store_stats_of(srv);
     ck_assert_uint_eq(st.entries, 1);
-    ck_assert_uint_eq(st.bytes, n * sizeof(float));
+    ck_assert_uint_eq(st.bytes, STORE_COST(n));
     pthread_barrier_destroy(&go);
     free(v);
     server_stop(srv);
