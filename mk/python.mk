@@ -15,8 +15,10 @@ PY_SYS := /usr/bin/python3
 PY_VENV := $(BUILD)/venv
 PY_SRC_COPY := $(BUILD)/python-src
 PYTEST_ARGS ?=
-DEB_TEST_PACKAGES += python3 python3-venv python3-pip python3-setuptools \
-                     python3-wheel python3-numpy python3-torch python3-pytest
+# python3-venv brings the pip the venv gets (python3-pip-whl); setuptools
+# and wheel build the package without a download.
+DEB_TEST_PACKAGES += python3 python3-venv python3-setuptools python3-wheel \
+                     python3-numpy python3-torch python3-pytest
 TEST_TARGETS += test-python
 
 .PHONY: test-python
