@@ -70,10 +70,10 @@ function update_hint() {
 // The extras the Options ask for, added to a request object where the
 // request does not say otherwise.
 function add_options(req) {
-  if ($('want-analysis').checked && req.analysis === undefined) req.analysis = true;
-  if ($('want-qk').checked && req.return_qk === undefined) req.return_qk = true;
-  if ($('want-norms').checked && req.value_norms === undefined) req.value_norms = true;
-  if (Array.isArray(req.layers) && $('want-rollout').checked && req.rollout === undefined &&
+  if ($('want-analysis').checked && req.analysis == null) req.analysis = true;
+  if ($('want-qk').checked && req.return_qk == null) req.return_qk = true;
+  if ($('want-norms').checked && req.value_norms == null) req.value_norms = true;
+  if (Array.isArray(req.layers) && $('want-rollout').checked && req.rollout == null &&
       req.memory == null && !req.layers.some((l) => l && l.memory != null))
     req.rollout = true;
   return req;

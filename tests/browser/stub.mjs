@@ -44,8 +44,21 @@ export function ref_of(nested) {
 const matmul = (a, b) => a.map((row) => b[0].map((_, c) => row.reduce((s, v, k) => s + v * b[k][c], 0)));
 
 // One layer's answer (v1 shape plus the v2 extras); fields already
-// resolved to nested arrays.
+// resolved to nested arrays. A batched x ([B][n][d]) is answered element
+// by element, the results stacked with the batch axis first.
 function one(f) {
+  if (Array.isArray(f.x?.[0]?.[0])) {
+    const parts = f.x.map((xb, b) => one_element({ ...f, x: xb, tokens: f.tokens?.[b],
+      key_padding_mask: Array.isArray(f.key_padding_mask?.[0]) ? f.key_padding_mask[b] : f.key_padding_mask }));
+    const out = { ...parts[0], meta: { ...parts[0].meta, batch: parts.length } };
+    for (const k of ['output', 'attention', 'q', 'k', 'value_norms']) if (parts[0][k]) out[k] = parts.map((p) => p[k]);
+    if (f.tokens) out.tokens = f.tokens;
+    return out;
+  }
+  return one_element(f);
+}
+
+function one_element(f) {
   const x = f.x;
   const n = x.length;
   const h = f.num_heads ?? 1;
@@ -101,6 +114,8 @@ function one(f) {
 }
 
 function rollout(layers) {
+  if (layers[0].meta.batch > 1 || Array.isArray(layers[0].attention[0][0][0]))
+    return layers[0].attention.map((_, b) => rollout(layers.map((l) => ({ attention: l.attention[b], meta: { batch: 1 } }))));
   const n = layers[0].attention[0].length;
   let R = null;
   for (const ans of layers) {

@@ -81,6 +81,21 @@ async function model_checks(page, stub) {
     'an uploaded 2-layer file with base64 answers draws 2 x 2 thumbnails and the rollout');
   await page.selectOption('#encoding', 'json');
 
+  // The Python client's example (hf_model.py --save-request) writes a
+  // batch of one: x [1][n][d], tokens [[...]], rollout null when not asked.
+  const one_batch = layers_request(2);
+  one_batch.x = [one_batch.x];
+  one_batch.tokens = [one_batch.tokens];
+  one_batch.rollout = null;
+  await paste_and_run(page, one_batch);
+  const b_ans = JSON.parse(stub.handle(JSON.stringify({ ...JSON.parse(stub.bodies.at(-1)), store: false })).body);
+  check(JSON.parse(stub.bodies.at(-1)).rollout === true, 'a null rollout counts as absent: the page asks for one');
+  check(await thumbs.count() === 4 && await page.locator('canvas[data-rollout]').count() === 1,
+    'a batch-of-one layers request draws its thumbnails and rollout');
+  const bt = await hover_cell(page, 'canvas[data-rollout]', 3, 0);
+  check(tooltip_number(bt, 'share') === b_ans.rollout[0][3][0].toFixed(4) && bt.includes('\u201ccat\u201d'),
+    'the batched rollout [1][n][n] is drawn with its tokens', bt);
+
   // No rollout asked: no rollout drawn.
   await page.setChecked('#want-rollout', false);
   await paste_and_run(page, layers_request(2));
