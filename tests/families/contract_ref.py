@@ -9,8 +9,10 @@ words, what that family's code computes (a wrong field, layout or packing
 in a request fails the generation, instead of failing the service for a
 fault of the fixture).
 
-attend(request) -> {"output", "attention"?, "value_norms"?, "q"?, "k"?}
-with the contract's shapes (batch rank following x).
+attend(request) -> {"output", "attention"?, "value_norms"?, "q"?, "k"?,
+"meta"} with the contract's shapes (batch rank following x); meta holds
+the response's dimension fields (batch, n, m, d_model, d_mem, num_heads,
+num_kv_heads, d_k, d_v, d_out).
 """
 import base64
 import math
@@ -248,4 +250,8 @@ def attend(req):
         res["k"] = Kh
     if not batched:
         res = {k: v[0] for k, v in res.items()}
+    res["meta"] = {"batch": B, "n": n, "m": m, "d_model": x.shape[2],
+                   "d_mem": mem.shape[2], "num_heads": h,
+                   "num_kv_heads": g, "d_k": d_k, "d_v": d_v,
+                   "d_out": out.shape[2]}
     return res

@@ -6,14 +6,16 @@
 (`make families`; needs Debian's python3-torch and python3-numpy, not part
 of `make test`.) Each fixture is one JSON file:
 
-    {"family": ..., "about": ..., "request": <the POST /attend body>,
+    {"family": ..., "about": ..., "tol": 1e-4,
+     "meta": {"batch", "n", "m", "d_model", "d_mem", "num_heads",
+              "num_kv_heads", "d_k", "d_v", "d_out"},
+     "request": <the POST /attend body>,
      "expect": {"output": ..., "attention": ..., and when asked
-                "value_norms", "q", "k"},
-     "tol": 1e-4}
+                "value_norms", "q", "k"}}
 
 An answer passes when every expected value r is matched by the served value
 s with |s - r| <= tol * (1 + |r|) (the contract's bound), with the same
-nested shape.
+nested shape, and when the answer's meta has these dimension fields.
 
 The expected values are never computed with the service's rules. Each
 family's attention is written here the way that family's own code writes
@@ -1478,10 +1480,11 @@ def to_json_nested(v, fmt):
     return fmt(v)
 
 
-def write_case(out_dir, name, family, about, req, expect):
+def write_case(out_dir, name, family, about, req, expect, meta):
     lines = ['{"family": %s,' % to_json(family),
              ' "about": %s,' % to_json(about),
              ' "tol": %g,' % TOL,
+             ' "meta": %s,' % to_json(meta),
              ' "request": {']
     items = list(req.items())
     for i, (k, v) in enumerate(items):
@@ -1498,6 +1501,35 @@ def write_case(out_dir, name, family, about, req, expect):
         f.write("\n".join(lines) + "\n")
 
 
+def meta_of(req, family):
+    """The dimension fields of the answer's meta: from the family's model
+    (the request's shapes), written out per packing."""
+    x = np.asarray(req["x"]) if not isinstance(req["x"], dict) else None
+    B = x.shape[0] if x.ndim == 3 else 1
+    n, d_model = x.shape[-2], x.shape[-1]
+    mem = np.asarray(req["memory"]) if "memory" in req else x
+    m, d_mem = mem.shape[-2], mem.shape[-1]
+    h = req.get("num_heads", 1)
+    g = req.get("num_kv_heads", h)
+    out_in = req.get("weight_layout") == "out_in"
+    if "w_qkv" in req:
+        outs = np.asarray(req["w_qkv"]).shape[0 if out_in else 1]
+        d_k = d_v = outs // (h + 2 * g)
+    else:
+        wq, wv = np.asarray(req["w_q"]), np.asarray(req["w_v"])
+        d_k = (wq.shape[1] if wq.ndim == 3 else wq.shape[0] // h) \
+            if out_in else (wq.shape[2] if wq.ndim == 3 else wq.shape[1] // h)
+        d_v = (wv.shape[1] if wv.ndim == 3 else wv.shape[0] // g) \
+            if out_in else (wv.shape[2] if wv.ndim == 3 else wv.shape[1] // g)
+    if "w_o" in req:
+        d_out = np.asarray(req["w_o"]).shape[0 if out_in else 1]
+    else:
+        d_out = h * d_v
+    return {"batch": B, "n": n, "m": m, "d_model": d_model, "d_mem": d_mem,
+            "num_heads": h, "num_kv_heads": g, "d_k": d_k, "d_v": d_v,
+            "d_out": d_out}
+
+
 def contract_check(path):
     """The written request (read back from JSON) through the contract's
     rules (contract_ref.py): the largest relative difference from the
@@ -1505,6 +1537,7 @@ def contract_check(path):
     with open(path) as f:
         fx = json.load(f)
     got = contract_ref.attend(fx["request"])
+    assert fx["meta"] == got.pop("meta"), (fx["meta"], path)
     worst = 0.0
     for k, want in fx["expect"].items():
         want = np.asarray(want, dtype=np.float64)
@@ -1535,7 +1568,8 @@ def main():
             sys.exit("%s: a float32 run uses %.2f of the tolerance (more "
                      "than %.2f): make the case better conditioned" %
                      (name, used, F32_BUDGET))
-        write_case(out_dir, name, family, about, req, ref)
+        write_case(out_dir, name, family, about, req, ref,
+                   meta_of(req, family))
         path = os.path.join(out_dir, name + ".json")
         agree = contract_check(path)
         if agree > 1e-7:

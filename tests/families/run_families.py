@@ -11,7 +11,9 @@ python3 standard library only. Starts attnd on a free loopback port
   * every tests/families/cases/<name>.json (written by gen_families.py):
     posts its "request", expects 200 and, for every field of "expect"
     (output, attention, value_norms, q, k), the same nested shape and
-    |served - expected| <= tol * (1 + |expected|) element-wise;
+    |served - expected| <= tol * (1 + |expected|) element-wise, and the
+    dimension fields of "meta" (n, m, d_k, d_v, d_out, ...) in the answer's
+    meta;
   * with --messages tests/cases/invalid: the bad-input cases whose
     `expected` names substrings of the error message (`message S` lines:
     did-you-mean for a misspelt field, NaN and Infinity tokens), which
@@ -130,7 +132,7 @@ def post_json(port, body):
     return r.status, js, r.body
 
 
-def check_answer(port, request, expect, tol, body=None):
+def check_answer(port, request, expect, tol, body=None, meta=None):
     """Posts, compares; returns (ok, [lines])."""
     try:
         status, js, raw = post_json(port, body or request)
@@ -158,6 +160,12 @@ def check_answer(port, request, expect, tol, body=None):
         good, text = compare(field, served, want, tol)
         ok = ok and good
         lines.append(text)
+    got_meta = js.get("meta") if isinstance(js.get("meta"), dict) else {}
+    wrong = ["%s %r (expected %r)" % (k, got_meta.get(k), v)
+             for k, v in (meta or {}).items() if got_meta.get(k) != v]
+    if wrong:
+        ok = False
+        lines.append("meta: " + ", ".join(wrong))
     return ok, lines
 
 
@@ -343,7 +351,8 @@ def main():
             with open(os.path.join(args.cases, name + ".json")) as f:
                 case = json.load(f)
             ok, lines = check_answer(srv.port, case["request"],
-                                     case["expect"], case["tol"])
+                                     case["expect"], case["tol"],
+                                     meta=case.get("meta"))
             results.append((name, ok, lines, case.get("family", "")))
             if not srv.alive():
                 results.append(("(attnd)", False, ["attnd exited (%s) "
