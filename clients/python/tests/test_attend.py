@@ -161,3 +161,25 @@ def test_health_and_metrics(client):
     assert client.healthz()
     assert any(k.startswith("attnd_") or k.startswith("http_")
                for k in client.metrics())
+
+
+def test_error_of_a_body_that_is_not_the_contract():
+    e = attnd.Error.from_http(502, b"<html>Bad Gateway</html>")
+    assert (e.status, e.code, e.field) == (502, "http_502", None)
+    assert "Bad Gateway" in e.message
+    e = attnd.Error.from_http(422, b'{"error":{"code":"invalid_request",'
+                              b'"message":"m","field":"/x"}}')
+    assert (e.status, e.code, e.message, e.field) == \
+        (422, "invalid_request", "m", "/x")
+    assert str(e) == "422 invalid_request: m (at /x)"
+
+
+def test_unreachable_server():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    c = attnd.Client("http://127.0.0.1:%d" % port, timeout=5)
+    assert not c.healthz()
+    with pytest.raises(OSError):
+        c.attend(x=[[1.0]], w_q=[[1.0]], w_k=[[1.0]], w_v=[[1.0]])
