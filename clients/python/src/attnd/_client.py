@@ -10,6 +10,10 @@ another replica, a store that forgot it) comes back as 422 ``unknown_ref``,
 and the client then forgets every ref and sends the same request inline.
 A server without a store (v1, or the store turned off: ``POST /tensors``
 answers 404) is remembered and gets everything inline.
+
+A request with fields newer than v1 goes only to a server that refuses
+fields it does not know (v2 does, v1 ignores them): the client asks once,
+and refuses to send rather than let a v1 server compute another attention.
 """
 from __future__ import annotations
 
@@ -28,6 +32,9 @@ from . import _wire
 # values, and only from its second use: the first use of a large memory or
 # attn_bias sends it inline, since most are never sent again.
 REF_MIN_VALUES = 4096
+# Hashes of large non-weights sent once, kept at most: one per distinct
+# tensor a long-lived client sends, so it needs a bound.
+MAX_SEEN = 4096
 # After this many unknown_ref answers in a row (each followed by a new
 # upload), the refs are not worth their round trips (replicas that do not
 # share a store, a store too small for the model): everything goes inline.
@@ -372,6 +379,8 @@ class Client:
             if not self._store_ok:
                 return None
             if not weight and ref not in self._seen:
+                if len(self._seen) >= MAX_SEEN:
+                    self._seen.clear()  # a bound, not a cache policy
                 self._seen.add(ref)
                 return None
         try:
