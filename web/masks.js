@@ -45,20 +45,20 @@ export function mask_reader(req, dims) {
 
   return (b, head, weights) => {
     const pos = row_of(req.positions, b, batched);
-    const p = (i) => (pos && Number.isFinite(pos[i]) ? pos[i] : i);
     let kp_field = row_of(req.key_positions, b, batched);
     if (!kp_field && !has_memory) kp_field = pos;
-    const kp = (j) => (kp_field && Number.isFinite(kp_field[j]) ? kp_field[j] : j);
+    const p = Float64Array.from({ length: n }, (_, i) => (pos && Number.isFinite(pos[i]) ? pos[i] : i));
+    const kp = Float64Array.from({ length: m }, (_, j) => (kp_field && Number.isFinite(kp_field[j]) ? kp_field[j] : j));
     const pad = row_of(kpm, b, batched);
     const amap = attn_mask_of(am, b, head, batched);
     const out = new Uint8Array(n * m);
     let any = false;
     for (let i = 0; i < n; i++) {
-      const pi = p(i);
+      const pi = p[i];
       for (let j = 0; j < m; j++) {
         const k = i * m + j;
         if (weights[k] !== 0) continue;
-        const kj = kp(j);
+        const kj = kp[j];
         let hide = causal && kj > pi;
         if (!hide && win && !globals.has(i) && !globals.has(j)) {
           if (Number.isFinite(win.left) && kj < pi - win.left) hide = true;
