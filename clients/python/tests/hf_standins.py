@@ -32,11 +32,25 @@ class RotaryEmbedding(nn.Module):
                 emb.sin() * self.attention_scaling)
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(1 + 0.2 * torch.randn(dim))
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        var = x.pow(2).mean(-1, keepdim=True)
+        return x * torch.rsqrt(var + self.variance_epsilon) * self.weight
+
+
 class LlamaAttention(nn.Module):
     """q_proj/k_proj/v_proj/o_proj, grouped-query heads, RoPE on the first
-    rotary_dim entries of each head (the rest pass through), causal."""
+    rotary_dim entries of each head (the rest pass through), causal; with
+    qk_norm, Qwen3's per-head q_norm/k_norm before RoPE; with
+    sliding_window W, Mistral's window (a query sees its W latest keys)."""
 
-    def __init__(self, config, layer_idx, rotary_dim=None, bias=False):
+    def __init__(self, config, layer_idx, rotary_dim=None, bias=False,
+                 qk_norm=False, sliding_window=None):
         super().__init__()
         self.config = config
         self.layer_idx = layer_idx
@@ -51,6 +65,10 @@ class LlamaAttention(nn.Module):
         self.rotary_emb = RotaryEmbedding(self.rotary_dim,
                                           scaling=config.rope_scaling)
         self.scaling = self.head_dim ** -0.5
+        if qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, eps=1e-5)
+            self.k_norm = RMSNorm(self.head_dim, eps=1e-5)
+        self.sliding_window = sliding_window
 
     def forward(self, hidden_states, position_ids=None, attention_mask=None):
         B, n, _ = hidden_states.shape
@@ -60,6 +78,8 @@ class LlamaAttention(nn.Module):
         q = self.q_proj(hidden_states).view(B, n, h, d).transpose(1, 2)
         k = self.k_proj(hidden_states).view(B, n, g, d).transpose(1, 2)
         v = self.v_proj(hidden_states).view(B, n, g, d).transpose(1, 2)
+        if hasattr(self, "q_norm"):
+            q, k = self.q_norm(q), self.k_norm(k)
         cos, sin = self.rotary_emb(position_ids)
         cos, sin = cos[:, None], sin[:, None]
         r = self.rotary_dim
@@ -71,6 +91,9 @@ class LlamaAttention(nn.Module):
         v = v.repeat_interleave(h // g, dim=1)
         s = q @ k.transpose(-1, -2) * self.scaling
         hide = torch.ones(n, n, dtype=torch.bool).triu(1)
+        if self.sliding_window:
+            hide = hide | torch.ones(n, n, dtype=torch.bool).tril(
+                -self.sliding_window)
         if attention_mask is not None:
             hide = hide | (attention_mask == 0)[:, None, None, :]
         s = s.masked_fill(hide, float("-inf"))
@@ -80,7 +103,8 @@ class LlamaAttention(nn.Module):
 
 class TinyLlama(nn.Module):
     def __init__(self, vocab=50, hidden=16, heads=4, kv_heads=2, layers=2,
-                 rotary_dim=None, bias=False, rope_scaling=1.0):
+                 rotary_dim=None, bias=False, rope_scaling=1.0,
+                 qk_norm=False, sliding_window=None):
         super().__init__()
         self.config = SimpleNamespace(
             hidden_size=hidden, num_attention_heads=heads,
@@ -92,7 +116,7 @@ class TinyLlama(nn.Module):
             block = nn.Module()
             block.input_layernorm = nn.LayerNorm(hidden)
             block.self_attn = LlamaAttention(self.config, i, rotary_dim,
-                                             bias)
+                                             bias, qk_norm, sliding_window)
             block.mlp = nn.Linear(hidden, hidden)
             self.layers.append(block)
         self.outputs = []
