@@ -160,19 +160,22 @@ function kib(nbytes) {
 // 422 unknown_ref (the store forgot one) is answered by sending everything
 // inline once more. Returns { r, refs: pointers sent as refs }.
 async function send(built) {
-  if (!built.req) return { r: await post_attend(built.text), refs: [] };
-  if (!$('use-store').checked) return { r: await post_attend(JSON.stringify(built.req)), refs: [] };
+  const plain = async (text) => ({ r: await post_attend(text), refs: [], retried: false });
+  if (!built.req) return plain(built.text);
+  // A pasted request that says store: false keeps everything inline.
+  if (!$('use-store').checked || built.req.store === false) return plain(JSON.stringify(built.req));
   let sent = with_refs(built.req);
   set_status(`Sending to POST /attend (${plural(sent.refs.length, 'tensor')} as refs)\u2026`);
   let r = await post_attend(JSON.stringify(sent.req));
+  let retried = false;
   if (!r.ok && r.error.code === 'unknown_ref') {
     forget_all();
     sent = with_refs(built.req);
     r = await post_attend(JSON.stringify(sent.req));
-    document.body.dataset.refRetries = String(Number(document.body.dataset.refRetries || 0) + 1);
+    retried = true;
   }
   if (r.ok) remember(sent, r.json);
-  return { r, refs: sent.refs };
+  return { r, refs: sent.refs, retried };
 }
 
 async function run(event) {
@@ -189,7 +192,7 @@ async function run(event) {
   const button = $('run');
   button.disabled = true;
   if (!built.req) set_status(`Sending ${kib(built.text.length)} to POST /attend\u2026`);
-  const { r, refs } = await send(built);
+  const { r, refs, retried } = await send(built);
   button.disabled = false;
   document.body.dataset.refsSent = String(refs.length);
   if (!r.ok) {
@@ -243,7 +246,8 @@ async function run(event) {
     const what = layers ? `${plural(layers.length, 'layer')} of ${plural(a.heads, 'head')}`
       : plural(a.heads, 'map');
     set_status(`HTTP ${r.status}: ${kib(r.text.length)} in ${r.ms.toFixed(0)} ms${server}` +
-      (refs.length ? `, ${plural(refs.length, 'tensor')} sent as refs` : '') + '. ' +
+      (refs.length ? `, ${plural(refs.length, 'tensor')} sent as refs` : '') +
+      (retried ? ' (the store had forgotten a tensor: sent again inline)' : '') + '. ' +
       `B = ${a.batch}, h = ${a.heads}, n = ${a.n}, m = ${a.m}. ` +
       `Drew ${what} in ${(t1 - t0).toFixed(0)} ms (${(t2 - t0).toFixed(0)} ms to the next frame).`);
     document.body.dataset.renderMs = (t1 - t0).toFixed(1);

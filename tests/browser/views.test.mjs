@@ -203,7 +203,8 @@ async function store_checks(page, stub) {
   check(tries.length === 2 && tries[0].w_k?.ref && Array.isArray(tries[1].w_k) && tries[1].store === true &&
     Array.isArray(tries[1].w_q), 'on 422 unknown_ref the page re-sends the request inline with store: true',
   JSON.stringify(tries.map((t) => Object.keys(t).filter((k) => t[k]?.ref))));
-  check(await page.isHidden('#error'), 'the retry leaves no error on the page');
+  check(await page.isHidden('#error') && /sent again inline/.test(await page.textContent('#status')),
+    'the retry leaves no error on the page, and the status line says what happened');
   await run_page(page, true);
   check(JSON.parse(stub.bodies.at(-1)).w_k?.ref, 'the next run uses refs again');
   await page.setChecked('#use-store', false);
