@@ -41,7 +41,7 @@ errors_kind errors_from_attn(int status);
 typedef struct codec_error {
     errors_kind kind;
     char message[512]; /* what was expected and what was found */
-    char field[256];   /* JSON Pointer (RFC 6901) or "" when none */
+    char field[512];   /* JSON Pointer (RFC 6901) or "" when none */
 } codec_error;
 
 /* Fills err unless it already holds an error (first error wins).

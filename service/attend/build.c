@@ -406,59 +406,62 @@ static int codec__refs_add(char **json, size_t *len, const char *name,
     return 0;
 }
 
-int codec__store_refs(codec__fields *f, codec_request *req,
+size_t codec__store_plan(codec__fields *f, codec__stored *plan)
+{
+    const struct {
+        const char *name;
+        const codec_array *a;
+    } all[] = {{"x", &f->x},
+               {"memory", &f->memory},
+               {"value", &f->value},
+               {"w_q", &f->w_q},
+               {"w_k", &f->w_k},
+               {"w_v", &f->w_v},
+               {"w_o", &f->w_o},
+               {"w_qkv", &f->w_qkv},
+               {"b_q", &f->b_q},
+               {"b_k", &f->b_k},
+               {"b_v", &f->b_v},
+               {"b_o", &f->b_o},
+               {"b_qkv", &f->b_qkv},
+               {"attn_bias", &f->attn_bias},
+               {"rope.inv_freq", &f->rope.inv_freq},
+               {"alibi.slopes", &f->alibi.slopes},
+               {"qk_norm.q_weight", &f->qk_norm.q_weight},
+               {"qk_norm.k_weight", &f->qk_norm.k_weight}};
+    size_t n = 0, i;
+
+    for (i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const codec_array *a = all[i].a;
+        if (a->data == NULL)
+            continue;
+        plan[n].name = all[i].name;
+        plan[n].data = a->data;
+        plan[n].count = a->count;
+        memcpy(plan[n].shape, a->shape, sizeof a->shape);
+        plan[n].rank = a->rank;
+        snprintf(plan[n].ref, sizeof plan[n].ref, "%s", a->ref);
+        n++;
+    }
+    return n;
+}
+
+int codec__store_refs(codec__stored *plan, size_t n, codec_request *req,
                       const codec_refs *refs, codec_error *err)
 {
-    struct {
-        const char *name;
-        codec_array *a;
-    } list[24];
-    size_t n = 0, i, len = 1;
-    char *json = malloc(2), ref[72];
+    size_t i, len = 1;
+    char *json = malloc(2);
 
     if (json == NULL)
         goto oom;
     json[0] = '{';
-    /* the float-valued tensor fields, by name */
-    {
-        const struct {
-            const char *name;
-            codec_array *a;
-        } all[] = {{"x", &f->x},
-                   {"memory", &f->memory},
-                   {"value", &f->value},
-                   {"w_q", &f->w_q},
-                   {"w_k", &f->w_k},
-                   {"w_v", &f->w_v},
-                   {"w_o", &f->w_o},
-                   {"w_qkv", &f->w_qkv},
-                   {"b_q", &f->b_q},
-                   {"b_k", &f->b_k},
-                   {"b_v", &f->b_v},
-                   {"b_o", &f->b_o},
-                   {"b_qkv", &f->b_qkv},
-                   {"attn_bias", &f->attn_bias},
-                   {"rope.inv_freq", &f->rope.inv_freq},
-                   {"alibi.slopes", &f->alibi.slopes},
-                   {"qk_norm.q_weight", &f->qk_norm.q_weight},
-                   {"qk_norm.k_weight", &f->qk_norm.k_weight}};
-        for (i = 0; i < sizeof all / sizeof all[0]; i++) {
-            list[n].name = all[i].name;
-            list[n++].a = all[i].a;
-        }
-    }
     for (i = 0; i < n; i++) {
-        codec_array *a = list[i].a;
-        if (a->data == NULL)
-            continue;
-        if (a->ref[0] != '\0') {
-            snprintf(ref, sizeof ref, "%s", a->ref);
-        } else if (refs == NULL ||
-                   refs->put(refs->ctx, a->data, a->count, a->shape, a->rank,
-                             ref) != 0) {
+        codec__stored *t = &plan[i];
+        if (t->ref[0] == '\0' &&
+            (refs == NULL || refs->put(refs->ctx, t->data, t->count,
+                                       t->shape, t->rank, t->ref) != 0))
             continue; /* no store, or it cannot keep this one */
-        }
-        if (codec__refs_add(&json, &len, list[i].name, ref) != 0)
+        if (codec__refs_add(&json, &len, t->name, t->ref) != 0)
             goto oom;
     }
     {

@@ -485,10 +485,8 @@ int codec__check(codec__fields *f, attn_dims *d, codec_error *err)
 
 /* The limits, cheapest first; every product is overflow-checked. */
 int codec__limits(const attn_params *p, const codec__fields *f,
-                  const limits_config *lim, uint64_t *params,
-                  uint64_t *flops, codec_error *err)
+                  const limits_config *lim, codec_error *err)
 {
-    attn_params q = *p; /* the fields' buffers, for the library's counts */
     const attn_dims *d = &p->dims;
     size_t top_k = f->top_k;
     int analysis = f->analysis;
@@ -501,7 +499,6 @@ int codec__limits(const attn_params *p, const codec__fields *f,
                 {"d_out", d->d_out}};
     size_t i, maps = 0, outs = 0;
     char what[64];
-    int rc;
 
     for (i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         if (dims[i].v > lim->max_dim) {
@@ -586,40 +583,6 @@ int codec__limits(const attn_params *p, const codec__fields *f,
                             lim->max_map_elems);
             return -1;
         }
-    }
-    q.weights = weights;
-    q.x = f->x.data;
-    q.memory = f->memory.data;
-    q.w_q = f->w_qkv.data ? f->w_qkv.data : f->w_q.data;
-    q.w_k = f->w_qkv.data ? f->w_qkv.data : f->w_k.data;
-    q.w_v = f->w_qkv.data ? f->w_qkv.data : f->w_v.data;
-    q.w_o = f->w_o.data;
-    q.b_q = f->b_qkv.data ? f->b_qkv.data : f->b_q.data;
-    q.b_k = f->b_qkv.data ? f->b_qkv.data : f->b_k.data;
-    q.b_v = f->b_qkv.data ? f->b_qkv.data : f->b_v.data;
-    q.b_o = f->b_o.data;
-    rc = attn_flops(&q, flops);
-    if (rc == ATTN_EOVERFLOW || (rc == ATTN_OK && *flops > lim->max_flops)) {
-        if (rc == ATTN_OK)
-            codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "the request needs %llu flops; the limit "
-                            "--max-flops (ATTND_MAX_FLOPS) is %llu",
-                            (unsigned long long)*flops,
-                            (unsigned long long)lim->max_flops);
-        else
-            codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "the request's flop count overflows 64 bits; "
-                            "the limit --max-flops (ATTND_MAX_FLOPS) is %llu",
-                            (unsigned long long)lim->max_flops);
-        return -1;
-    }
-    if (rc == ATTN_OK)
-        rc = attn_param_count(&q, params);
-    if (rc != ATTN_OK) {
-        codec_error_set(err, errors_from_attn(rc), NULL,
-                        "the library refused the request: %s",
-                        attn_strerror(rc));
-        return -1;
     }
     return 0;
 }

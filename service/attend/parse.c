@@ -621,13 +621,28 @@ static void codec__inherit(codec__fields *layer, const codec__fields *top)
     }
 }
 
+/* Puts prefix before the NUL-terminated text in buf[0..cap), cutting the
+ * end when it does not fit. */
+static void codec__prepend(char *buf, size_t cap, const char *prefix)
+{
+    size_t p = strlen(prefix), t = strlen(buf);
+
+    if (p >= cap)
+        return;
+    if (p + t >= cap)
+        t = cap - 1 - p;
+    memmove(buf + p, buf, t);
+    memcpy(buf, prefix, p);
+    buf[p + t] = '\0';
+}
+
 /* An error found after a layer's fields were merged points at the field
  * where it came from: "/layers/2/w_q" when the layer gave w_q, "/w_q" when
  * it inherited it. */
 static void codec__relocate(codec_error *err, const codec__fields *layer,
                             const char *prefix)
 {
-    char name[64], field[sizeof err->field], msg[sizeof err->message];
+    char name[64];
     const char *f = err->field;
     size_t n = 0;
     int id;
@@ -640,15 +655,11 @@ static void codec__relocate(codec_error *err, const codec__fields *layer,
     id = attend_field_find(name, n);
     if (id == F_COUNT || !layer->seen[id] || layer->shared[id])
         return;
-    snprintf(field, sizeof field, "%s%s", prefix, err->field);
     /* messages that start with the pointer say it the same way */
     n = strlen(err->field);
     if (strncmp(err->message, err->field, n) == 0)
-        snprintf(msg, sizeof msg, "%s%s", prefix, err->message);
-    else
-        snprintf(msg, sizeof msg, "%s", err->message);
-    snprintf(err->field, sizeof err->field, "%s", field);
-    snprintf(err->message, sizeof err->message, "%s", msg);
+        codec__prepend(err->message, sizeof err->message, prefix);
+    codec__prepend(err->field, sizeof err->field, prefix);
 }
 
 /* Checks f, checks the limits and builds one request from it. */
@@ -657,6 +668,8 @@ static int codec__one(codec__fields *f, const limits_config *lim,
                       codec_error *err)
 {
     codec_request *req = calloc(1, sizeof *req);
+    codec__stored plan[CODEC__STORED];
+    size_t stored = 0;
     attn_params *p;
 
     *out = NULL;
@@ -680,11 +693,13 @@ static int codec__one(codec__fields *f, const limits_config *lim,
     }
     if (codec__check(f, &p->dims, err) != 0)
         goto fail;
-    if (codec__limits(p, f, lim, &req->params, &req->flops, err) != 0)
+    if (codec__limits(p, f, lim, err) != 0)
         goto fail;
-    if (f->store && codec__store_refs(f, req, refs, err) != 0)
+    if (f->store)
+        stored = codec__store_plan(f, plan);
+    if (codec__build(f, req, err) != 0 || codec__budget(req, lim, err) != 0)
         goto fail;
-    if (codec__build(f, req, err) != 0)
+    if (f->store && codec__store_refs(plan, stored, req, refs, err) != 0)
         goto fail;
     *out = req;
     return 0;

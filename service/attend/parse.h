@@ -83,20 +83,37 @@ int codec__check_labels(const codec__label_text *t, const char *name,
                         size_t B, int batched, size_t count,
                         const char *count_doc, codec_error *err);
 
-/* check.c: the limits, with overflow-checked products, on params whose
- * dims are set. 0 or -1 (413 in err). */
+/* check.c: the limits of the shapes (dimensions, batch, heads, the
+ * values returned), with overflow-checked products, on params whose dims
+ * are set, before anything is built. 0 or -1 (413 in err). */
 int codec__limits(const attn_params *p, const codec__fields *f,
-                  const limits_config *lim, uint64_t *params,
-                  uint64_t *flops, codec_error *err);
+                  const limits_config *lim, codec_error *err);
+
+/* budget.c: the limits of the work and the memory, on a built request:
+ * fills req->flops and req->params. 0 or -1 (413 in err). */
+int codec__budget(codec_request *req, const limits_config *lim,
+                  codec_error *err);
 
 /* build.c: fills req's params from checked fields, converting weights to
  * the library's layout; buffers move from f to req (shared ones are
  * copied). 0 or -1 (out of memory). */
 int codec__build(codec__fields *f, codec_request *req, codec_error *err);
 
-/* build.c: with `store: true`, puts every float-valued tensor field of f
- * into the store and writes {"name":"sha256:..",...} to req->refs_json. */
-int codec__store_refs(codec__fields *f, codec_request *req,
+/* build.c: with `store: true`, the float-valued tensor fields of f as
+ * they were sent (at most CODEC__STORED of them), taken before build moves
+ * them (the values stay alive in f or the request), and then put into the
+ * store once the request passed its limits, their refs written to
+ * req->refs_json as {"name":"sha256:..",...}. */
+#define CODEC__STORED 24
+typedef struct codec__stored {
+    const char *name;
+    const float *data;
+    size_t count, shape[4];
+    int rank;
+    char ref[72]; /* given by ref, or "" until stored */
+} codec__stored;
+size_t codec__store_plan(codec__fields *f, codec__stored *plan);
+int codec__store_refs(codec__stored *plan, size_t n, codec_request *req,
                       const codec_refs *refs, codec_error *err);
 
 #endif

@@ -1,0 +1,94 @@
+/* attend/budget.c: the limits of a built request's work and memory, known
+ * before anything large is allocated.
+ *
+ * Work: the library's attn_cost, which counts what the computation will
+ * do (the products over the pairs the causal mask and the window leave,
+ * an exponential per pair, an overhead per query row and head), is held
+ * to --max-flops; the contract's flops (over the whole n x m) go to
+ * meta.flops. A request of many narrow heads (h = 128, d_k = 1) has few
+ * flops but costs its exponentials, and a windowed request over a long
+ * sequence has many contract flops but costs only its band.
+ *
+ * Memory: the library's workspace (attn_workspace_bytes: projections,
+ * packed keys and values, score tiles) plus the results this request keeps
+ * (output, maps or top-k pairs, value norms, queries and keys, head
+ * figures), held to --max-request-bytes (0: no bound). A 197 KB body can
+ * ask for gigabytes of projections; it is refused here, with RSS
+ * unchanged. */
+#include "attend/parse.h"
+
+#include <stdio.h>
+
+/* The bytes of results codec_run allocates for req. */
+static uint64_t codec__result_bytes(const codec_request *req)
+{
+    const attn_dims *d = &req->p.dims;
+    size_t out = 0, maps = 0;
+    uint64_t bytes;
+
+    attn_output_sizes(&req->p, &out, &maps);
+    if (req->top_k)
+        maps = maps / d->m * req->top_k * 4; /* index, weight and pairs */
+    bytes = 4 * ((uint64_t)out + maps);
+    if (req->want_value_norms)
+        bytes += 4 * (uint64_t)d->B * d->h * d->m;
+    if (req->want_qk)
+        bytes += 4 * (uint64_t)d->B * (d->h * d->n + d->g * d->m) * d->d_k;
+    if (req->analysis)
+        bytes += (uint64_t)d->B * d->h * (sizeof(attn_head_stats) + 12 * d->h);
+    return bytes;
+}
+
+int codec__budget(codec_request *req, const limits_config *lim,
+                  codec_error *err)
+{
+    const attn_params *p = &req->p;
+    attn_extras ex = {0};
+    uint64_t cost = 0, ws = 0, bytes;
+    int rc;
+
+    rc = attn_flops(p, &req->flops);
+    if (rc == ATTN_OK)
+        rc = attn_param_count(p, &req->params);
+    if (rc == ATTN_OK)
+        rc = attn_cost(p, &cost);
+    if (rc == ATTN_EOVERFLOW || (rc == ATTN_OK && cost > lim->max_flops)) {
+        if (rc == ATTN_OK)
+            codec_error_set(err, ERRORS_TOO_LARGE, NULL,
+                            "the request needs %llu units of work (flops "
+                            "over the visible pairs, plus %d a softmax "
+                            "exponential and %d a query row of a head); the "
+                            "limit --max-flops (ATTND_MAX_FLOPS) is %llu",
+                            (unsigned long long)cost, ATTN_COST_EXP,
+                            ATTN_COST_ROW,
+                            (unsigned long long)lim->max_flops);
+        else
+            codec_error_set(err, ERRORS_TOO_LARGE, NULL,
+                            "the request's work overflows 64 bits; the "
+                            "limit --max-flops (ATTND_MAX_FLOPS) is %llu",
+                            (unsigned long long)lim->max_flops);
+        return -1;
+    }
+    if (rc != ATTN_OK) {
+        codec_error_set(err, errors_from_attn(rc), NULL,
+                        "the library refused the request: %s",
+                        attn_strerror(rc));
+        return -1;
+    }
+    if (lim->max_request_bytes == 0)
+        return 0;
+    ex.stats = req->analysis;
+    ex.top_k = req->top_k;
+    rc = attn_workspace_bytes(p, &ex, 1, &ws);
+    bytes = ws + codec__result_bytes(req);
+    if (rc != ATTN_OK || bytes > lim->max_request_bytes) {
+        codec_error_set(err, ERRORS_TOO_LARGE, NULL,
+                        "the request needs %s%llu bytes of working memory "
+                        "(projections, score tiles and results); the limit "
+                        "--max-request-bytes (ATTND_MAX_REQUEST_BYTES) is "
+                        "%zu", rc != ATTN_OK ? "more than " : "",
+                        (unsigned long long)bytes, lim->max_request_bytes);
+        return -1;
+    }
+    return 0;
+}
