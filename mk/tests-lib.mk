@@ -2,7 +2,8 @@
 # and valgrind runs, and the fixture generator.
 #
 #   make test-lib           every suite (kernel, torch, lesson, errors, alloc,
-#                           exec); `build/tests/test_lib <suite>` runs one
+#                           exec, analysis, softmax, rules);
+#                           `build/tests/test_lib <suite>` runs one
 #   make test-lib-asan      the same, built with ASan+UBSan in build/asan
 #   make test-lib-valgrind  the allocation-failure suite under valgrind
 #   make fixtures           regenerates tests/fixtures/lib with PyTorch and

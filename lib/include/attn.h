@@ -43,6 +43,20 @@
 extern "C" {
 #endif
 
+/* The library's version: MAJOR changes with the ABI (attn_params grew in
+ * 2.0), MINOR with additions, PATCH with fixes. */
+#define ATTN_VERSION_MAJOR 2
+#define ATTN_VERSION_MINOR 0
+#define ATTN_VERSION_PATCH 0
+
+/* Marks the exported functions: the library builds with
+ * -fvisibility=hidden, so libattn.so exports attn_* and nothing else. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN_API __attribute__((visibility("default")))
+#else
+#define ATTN_API
+#endif
+
 /* Status codes: 0 or negative. One table generates the enum and the messages. */
 #define ATTN_STATUS_MAP(X)                                                    \
     X(OK, 0, "success")                                                       \
@@ -59,7 +73,7 @@ typedef enum attn_status {
 } attn_status;
 
 /* A static string describing a status; "unknown status" for anything else. */
-const char *attn_strerror(int status);
+ATTN_API const char *attn_strerror(int status);
 
 typedef enum attn_mask {
     ATTN_MASK_NONE = 0,
@@ -180,14 +194,16 @@ typedef struct attn_params {
 
     /* -- the rules of real model families (all optional: zeroed fields
      * give the computation above exactly) ------------------------------
-     * For head i (key/value head j), query a, key b of batch element b:
-     *   q = Q_i[a], k = K_j[b]
+     * For head i (key/value head j), query a, key c of batch element b:
+     *   q = Q_i[a], k = K_j[c]
      *   qk_norm: q = q / sqrt(mean(q^2) + eps) * q_weight, likewise k
-     *   rope:    q rotated by positions[a], k by key_positions[b]
+     *   rope:    q rotated by positions[a], k by key_positions[c]
      *   s = scale * (q . k)
      *   softcap: s = softcap * tanh(s / softcap)
-     *   s += attn_bias[..][i][a][b] - alibi_slopes[i] * |pos[a] - kpos[b]|
-     *   s = -inf where the key is hidden (attn_visible below)
+     *   s += score_bias[b][i][a][c] - alibi_slopes[i] * |pos[a] - kpos[c]|
+     *   s = -inf where the key is hidden: by the causal mask
+     *       (kpos[c] > pos[a]), key_padding, score_mask, or the window
+     *       (unless query a or key c is a global token)
      *   softmax over the visible keys; O_i = A_i V_j */
     const int64_t *positions;     /* [B][n], >= 0; NULL: 0 .. n-1 */
     const int64_t *key_positions; /* [B][m], >= 0; NULL: positions when
@@ -210,58 +226,12 @@ typedef struct attn_params {
     size_t d_val;                 /* width of value; ignored when NULL */
 } attn_params;
 
-/* Head analysis: what each head does (Clark et al. 2019, "What Does BERT
- * Look At?"), computed in the same pass as the weights.
- *
- * For batch element b and head i, over the queries r whose row has at least
- * one visible key (fully masked rows are skipped and counted), with A the
- * head's weights and masked keys excluded (their weight is 0):
- *   entropy             mean of H_r = -sum_c A[r][c] ln A[r][c]  (nats)
- *   entropy_normalized  mean of H_r / ln(visible keys of row r), over rows
- *                       with at least two visible keys (0 if none)
- *   confidence          mean of max_c A[r][c]
- *   self, prev, next    mean of A[r][r], A[r][r-1], A[r][r+1] (0 where that
- *                       key does not exist)
- *   first               mean of A[r][0]
- *   dominant_offset     the offset c - r with the largest mean mass
- *                       (ties: the smallest |offset|, then the negative one)
- *   pattern             ATTN_PATTERN_* below, by these rules in order:
- *                       the largest of first, prev, next, self (ties in that
- *                       order) when it is >= 0.5 names the pattern;
- *                       otherwise entropy_normalized >= 0.75 is broad;
- *                       otherwise focused.
- * similarity[b][i][i2] is the mean over the same rows of the Jensen-Shannon
- * divergence (nats, in [0, ln 2]) between the rows of heads i and i2. */
-#define ATTN_PATTERN_MAP(X)                                                   \
-    X(FIRST_TOKEN, "first_token")                                             \
-    X(PREVIOUS, "previous")                                                   \
-    X(NEXT, "next")                                                           \
-    X(SELF, "self")                                                           \
-    X(BROAD, "broad")                                                         \
-    X(FOCUSED, "focused")
-
-typedef enum attn_pattern {
-#define ATTN__PATTERN_ENUM(name, str) ATTN_PATTERN_##name,
-    ATTN_PATTERN_MAP(ATTN__PATTERN_ENUM)
-#undef ATTN__PATTERN_ENUM
-} attn_pattern;
-
-/* The pattern's name ("first_token", ...); "unknown" for anything else. */
-const char *attn_pattern_name(int pattern);
-
-/* Thresholds of the classification above. */
-#define ATTN_PATTERN_POSITIONAL_MIN 0.5
-#define ATTN_PATTERN_BROAD_MIN 0.75
-
-typedef struct attn_head_stats {
-    double entropy, entropy_normalized, confidence;
-    double self, prev, next, first;
-    long dominant_offset;
-    attn_pattern pattern;
-} attn_head_stats;
+/* The head figures (attn_analysis.h) that attn_forward_ex fills. */
+typedef struct attn_head_stats attn_head_stats;
 
 /* Optional extra outputs, all caller-owned; see attn_forward_ex.
- *   stats         nonzero: fill heads, similarity, skipped_rows
+ *   stats         nonzero: fill heads, similarity, skipped_rows (the figures
+ *                 are defined in attn_analysis.h)
  *   heads         [B][h]
  *   similarity    [B][h][h]
  *   skipped_rows  [B]: fully masked query rows
@@ -294,22 +264,30 @@ typedef struct attn_extras {
 } attn_extras;
 
 /* Validates p: dimensions non-zero, g divides h, d_out == h*d_v without W_O,
- * required pointers present, every size product representable.
+ * required pointers present, every size product representable; and the
+ * score rules: rope.dim even (ATTN_EINVAL) and <= d_k (ATTN_ESHAPE), theta
+ * and attention_factor >= 0 and finite, a known style, finite inv_freq;
+ * qk_norm a known over with both weights and eps >= 0; softcap >= 0 and
+ * finite; finite alibi_slopes; window.on 0 or 1 with sides <= INT64_MAX or
+ * ATTN_UNBOUNDED; n_global tokens present, each < max(n, m) (ATTN_ESHAPE);
+ * positions >= 0 (it reads all B*(n+m)); d_val > 0 with value
+ * (ATTN_ESHAPE); score-map strides whose last element is representable
+ * (ATTN_EOVERFLOW). A zeroed field is always valid.
  * Returns ATTN_OK, ATTN_EINVAL, ATTN_ESHAPE or ATTN_EOVERFLOW. */
-int attn_check(const attn_params *p);
+ATTN_API int attn_check(const attn_params *p);
 
 /* Element counts of the caller-owned outputs for p: *output_elems is
  * B*n*d_out; *weights_elems is B*h*n*m (per head), B*n*m (mean) or 0 (none).
  * Either pointer may be NULL. Fails like attn_check. */
-int attn_output_sizes(const attn_params *p, size_t *output_elems,
-                      size_t *weights_elems);
+ATTN_API int attn_output_sizes(const attn_params *p, size_t *output_elems,
+                               size_t *weights_elems);
 
 /* Number of weight and bias values p carries (W_q, W_k, W_v, W_o and the
  * biases that are present), and the exact floating-point operation count of
  * the computation above (multiply-adds times two; masked entries counted, as
  * the contract defines the computation over the whole n x m). */
-int attn_param_count(const attn_params *p, uint64_t *count);
-int attn_flops(const attn_params *p, uint64_t *flops);
+ATTN_API int attn_param_count(const attn_params *p, uint64_t *count);
+ATTN_API int attn_flops(const attn_params *p, uint64_t *flops);
 
 /* The work the call will do, for limits (not the contract's flops):
  * multiply-adds times two of the projections and of the score and value
@@ -324,15 +302,15 @@ int attn_flops(const attn_params *p, uint64_t *flops);
 #define ATTN_COST_EXP 20
 #define ATTN_COST_SOFTCAP 20
 #define ATTN_COST_ROW 64
-int attn_cost(const attn_params *p, uint64_t *work_units);
+ATTN_API int attn_cost(const attn_params *p, uint64_t *work_units);
 
 /* The peak of the workspace attn_forward_ex allocates for p and ex (NULL:
  * none) when it runs on `workers` workers (the executor's, or 1 without):
  * projections, packed K and V, score tiles, the visibility tables and the
  * head figures' sums. The caller's own outputs are not included. Returns
  * ATTN_OK, or fails like attn_check. */
-int attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
-                         size_t workers, uint64_t *bytes);
+ATTN_API int attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
+                                  size_t workers, uint64_t *bytes);
 
 /* Computes the attention described by p.
  *   output   [B][n][d_out], caller-owned, required
@@ -345,8 +323,9 @@ int attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
  * materialised per head.
  * attn_forward uses cblas_sgemm; attn_forward_ref is the naive reference with
  * the same contract (float64 accumulation), which the tests trust. */
-int attn_forward(const attn_params *p, float *output, float *weights);
-int attn_forward_ref(const attn_params *p, float *output, float *weights);
+ATTN_API int attn_forward(const attn_params *p, float *output, float *weights);
+ATTN_API int attn_forward_ref(const attn_params *p, float *output,
+                              float *weights);
 
 /* attn_forward with extras (ex may be NULL). With ex->top_k the dense
  * weights are not materialised: weights must be NULL, memory stays
@@ -354,38 +333,23 @@ int attn_forward_ref(const attn_params *p, float *output, float *weights);
  * O(B h n m) logarithms, and the similarity O(B h^2 n m).
  * Returns ATTN_EINVAL for inconsistent extras (top_k > m, missing outputs,
  * top_k with ATTN_WEIGHTS_NONE, a dense weights pointer with top_k). */
-int attn_forward_ex(const attn_params *p, float *output, float *weights,
-                    const attn_extras *ex);
+ATTN_API int attn_forward_ex(const attn_params *p, float *output,
+                             float *weights, const attn_extras *ex);
 
 /* The reference with the extras it can compute from the call alone:
  * value_norms, q_out and k_out (in float64, rounded to float once);
  * ex->stats and ex->top_k must be 0 (ATTN_EINVAL otherwise: the head
  * figures' reference is attn_analyze_ref). ex may be NULL. */
-int attn_forward_ref_ex(const attn_params *p, float *output, float *weights,
-                        const attn_extras *ex);
-
-/* The reference for the extras: computes them in float64 from dense
- * per-head weights [B][h][n][m] (as attn_forward_ref returns them) and the
- * masks of p (ex->top_k must be 0). */
-int attn_analyze_ref(const attn_params *p, const float *weights,
-                     const attn_extras *ex);
+ATTN_API int attn_forward_ref_ex(const attn_params *p, float *output,
+                                 float *weights, const attn_extras *ex);
 
 /* Process-wide BLAS settings (OpenBLAS keeps them globally, so these are the
  * only calls here that touch shared state; call them once at start-up).
  * attn_blas_set_threads limits OpenBLAS to n threads (n >= 1) and returns
  * the number now in use; attn_blas_config returns OpenBLAS's build
  * description (openblas_get_config()), a static string. */
-int attn_blas_set_threads(int n);
-const char *attn_blas_config(void);
-
-/* OpenBLAS 0.3.21 (Debian 12) does not recognise recent Intel server CPUs
- * (Sapphire and Emerald Rapids among them) and falls back to its Prescott
- * kernels, a quarter of the machine's sgemm speed. OPENBLAS_CORETYPE, read
- * when OpenBLAS loads, overrides the detection, so a program sets it and
- * re-executes itself before doing any work. Returns the core type to set for
- * this CPU ("SkylakeX" with AVX-512, "Haswell" with AVX2 and FMA) when
- * OpenBLAS chose a slower one, or NULL when its choice stands. */
-const char *attn_blas_coretype_hint(void);
+ATTN_API int attn_blas_set_threads(int n);
+ATTN_API const char *attn_blas_config(void);
 
 #ifdef __cplusplus
 }

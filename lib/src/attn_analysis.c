@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attn_analysis.h"
+#include "attn_heads.h"
 
 const char *attn_pattern_name(int pattern)
 {

@@ -11,98 +11,11 @@
 #include <strings.h>
 #include <time.h>
 
-#include "attn_analysis.h"
+#include "attn_coretype.h"
+#include "attn_heads.h"
 #include "attn_qk.h"
 
-/* Query rows per attention tile when a task holds every head's rows of its
- * tile (mean weights, head figures, top-k: h x rows x m floats a worker).
- * Without returned weights a tile's scores live in per-worker [rows][m]
- * buffers, which is all the n x m memory the call ever holds. */
-#ifndef ATTN__BLOCK
-#define ATTN__BLOCK 128
-#endif
-/* When a task is one head of a tile, taller tiles repack each head's K and
- * V (OpenBLAS packs both operands on every call) fewer times: about
- * ATTN__TILE_ELEMS scores a tile, ATTN__BLOCK to ATTN__BLOCK_MAX rows.
- * Outputs only, d_model = 256, 8 heads, two workers, perf's share of the
- * sgemm kernel in the whole: n = 2048 (m = 2048) 1/1.77 at 128 rows, 1/1.74
- * at 256, 1/1.65..1/1.70 at 512; n = 8192: 1/1.83 at 128, 1/1.80 at 256,
- * 1/1.92 at 512. */
-#define ATTN__TILE_ELEMS ((size_t)1 << 20)
-#define ATTN__BLOCK_MAX 512
-/* Rows per projection task when an executor spreads the work. */
-#define ATTN__PROJ_MIN_ROWS 64
-
-typedef struct attn__job {
-    const attn_params *p;
-    const attn_dims *d;
-    float *q;       /* [B*n][h*d_k] */
-    float *k;       /* [B*m][g*d_k] */
-    float *v;       /* [B*m][g*d_v] */
-    float *cat;     /* [B*n][h*d_v]: the output itself when there is no W_O */
-    float *output;  /* [B*n][d_out] */
-    float *weights; /* caller's, or NULL */
-    const attn_extras *ex; /* never NULL: a zeroed one when not asked */
-    attn__acc *acc;        /* head figures' sums, when ex->stats */
-    int dense_per_head;    /* S is written straight into the weights */
-    int dense_mean;        /* the mean is accumulated into the weights */
-    int keep_heads;        /* every head's rows of a tile are kept */
-    int head_tasks;        /* phase 2 tasks are single heads of a tile */
-    int lean;              /* outputs only: no weights, figures or top-k */
-    float *flash;   /* lean with the fused kernel: [workers][flash_floats] */
-    size_t flash_floats;
-    attn__flash_args fa;
-    float *scratch;        /* [workers][h or 1][blk][m], or NULL */
-    float *probs;   /* lean: [workers][blk][m], the softmax beside scratch */
-    size_t *zeroed; /* lean: [workers]: floats of the worker's scratch, from
-                       its start, known to be zero */
-    const float **hrow;    /* [workers][h]: each head's rows in the tile */
-    const float **hrow_rows; /* [workers][h]: when h > the stack's room */
-    size_t *visible;       /* [workers][h]: likewise, visible keys a head */
-    float *meanrow;        /* [workers][m]: the mean row for top-k */
-    double *cost;          /* [workers]: seconds spent on the extras */
-    float *inv;     /* [workers][blk]: 1 / row sum of the unnormalised rows */
-    unsigned char *hide; /* [workers][m]: one row's hidden keys */
-    double *trig;   /* [workers][d_k]: one row's rotation */
-    attn__vis vis;  /* which keys each query sees */
-    int *status;    /* [workers]: ATTN_ERANGE when a worker saw overflow */
-    void *block;    /* the one allocation all the buffers above live in */
-    float scale;
-    size_t blk, nblocks;                 /* attention tiles per batch element */
-    size_t q_rows, kv_rows, chunk, q_chunks, kv_chunks; /* projection tasks */
-} attn__job;
-
-/* Sub-buffers of the workspace start on their own cache lines. */
-#define ATTN__ALIGN 64
-
-/* The workspace's layout, summed before its one allocation. */
-typedef struct attn__plan {
-    size_t total;
-    int overflow;
-} attn__plan;
-
-/* The offset of a part the call does not need. */
-#define ATTN__NONE SIZE_MAX
-
-/* Reserves count * size bytes; returns their offset in the block. */
-static size_t attn__plan_add(attn__plan *pl, size_t count, size_t size)
-{
-    size_t bytes, off = pl->total;
-
-    if (attn__mul(count, size, &bytes) ||
-        bytes > SIZE_MAX - 2 * ATTN__ALIGN - pl->total) {
-        pl->overflow = 1;
-        return 0;
-    }
-    pl->total += (bytes + ATTN__ALIGN - 1) / ATTN__ALIGN * ATTN__ALIGN;
-    return off;
-}
-
-/* The part at offset off of the aligned block, or NULL for ATTN__NONE. */
-static void *attn__part(unsigned char *base, size_t off)
-{
-    return off == ATTN__NONE ? NULL : base + off;
-}
+#include "attn_job.h"
 
 /* out[rows][cols] = in[rows][in_w] W[in_w][cols] + bias */
 static void attn__project(float *out, const float *in, const float *w,
@@ -116,11 +29,6 @@ static void attn__project(float *out, const float *in, const float *w,
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < cols; c++)
                 out[r * cols + c] += bias[c];
-}
-
-static size_t attn__ceil_div(size_t a, size_t b)
-{
-    return a / b + (a % b != 0);
 }
 
 /* Phase 1, task t: one chunk of rows of Q, K or V. */
@@ -505,185 +413,6 @@ int attn_forward(const attn_params *p, float *output, float *weights)
     return attn_forward_ex(p, output, weights, NULL);
 }
 
-/* Step 1 of a call: the job's settings for p, ex and `workers` (which
- * path, tile height, projection chunks); no allocation. */
-static void attn__job_init(attn__job *job, const attn_params *p,
-                           const attn_extras *ex, size_t workers,
-                           int flash_ok)
-{
-    const attn_dims *d = &p->dims;
-    size_t per_tile;
-
-    memset(job, 0, sizeof(*job));
-    job->p = p;
-    job->d = d;
-    job->fa.p = p;
-    job->ex = ex;
-    job->dense_per_head = p->weights == ATTN_WEIGHTS_PER_HEAD && !ex->top_k;
-    job->dense_mean = p->weights == ATTN_WEIGHTS_MEAN && !ex->top_k;
-    job->keep_heads = ex->stats || ex->top_k;
-    /* tasks per tile: every head, or one when heads share the tile */
-    job->head_tasks = !job->dense_mean && !job->keep_heads;
-    job->lean = job->head_tasks && !job->dense_per_head;
-    if (job->lean && flash_ok)
-        job->flash_floats = attn__flash_floats(d);
-    job->scale = (float)attn__scale(p);
-    job->q_rows = d->B * d->n;
-    job->kv_rows = d->B * d->m;
-    /* one task per projection without an executor (OpenBLAS may thread
-     * it); otherwise enough chunks to keep every worker busy */
-    job->chunk = job->q_rows > job->kv_rows ? job->q_rows : job->kv_rows;
-    if (workers > 1) {
-        size_t c = attn__ceil_div(job->chunk, 2 * workers);
-        job->chunk = c < ATTN__PROJ_MIN_ROWS ? ATTN__PROJ_MIN_ROWS : c;
-    }
-    job->q_chunks = attn__ceil_div(job->q_rows, job->chunk);
-    job->kv_chunks = attn__ceil_div(job->kv_rows, job->chunk);
-    per_tile = job->head_tasks ? d->h : 1;
-    job->blk = ATTN__BLOCK;
-    if (job->flash_floats) {
-        job->blk = ATTN__FLASH_ROWS;
-    } else if (job->head_tasks) {
-        size_t rows = ATTN__TILE_ELEMS / d->m;
-        job->blk = rows < ATTN__BLOCK       ? ATTN__BLOCK
-                   : rows > ATTN__BLOCK_MAX ? ATTN__BLOCK_MAX
-                                            : rows;
-    }
-    if (workers > 1 &&
-        d->B * per_tile * attn__ceil_div(d->n, job->blk) < 2 * workers) {
-        /* small requests: smaller tiles so every worker gets two tasks */
-        size_t tiles = attn__ceil_div(2 * workers, d->B * per_tile);
-        size_t b = attn__ceil_div(d->n, tiles);
-        job->blk = b < 8 ? 8 : b;
-    }
-    if (job->blk > d->n)
-        job->blk = d->n;
-    job->nblocks = attn__ceil_div(d->n, job->blk);
-}
-
-/* Where each buffer of the workspace starts (ATTN__NONE: not needed). */
-typedef struct attn__layout {
-    size_t q, k, v, cat, status, inv, hrow, cost, hide, trig, scratch;
-    size_t hrow_rows, visible, meanrow, probs, zeroed, flash, packed;
-} attn__layout;
-
-/* Step 2: the workspace's layout for the job; pl->total its size. One
- * block for the whole workspace: one allocation to fail, and a size that
- * malloc keeps on its heap between calls instead of mapping and faulting
- * in fresh zeroed pages every time (a 3 to 7% cost at n = 2048 when the
- * buffers went to malloc one by one). */
-static void attn__job_layout(const attn__job *job, size_t workers,
-                             attn__layout *o, attn__plan *pl)
-{
-    const attn_params *p = job->p;
-    const attn_dims *d = job->d;
-    size_t scratch_rows;
-
-    o->cat = o->scratch = o->hrow_rows = o->visible = ATTN__NONE;
-    o->meanrow = o->probs = o->zeroed = o->flash = o->packed = ATTN__NONE;
-    o->q = attn__plan_add(pl, job->q_rows, d->h * d->d_k * sizeof(float));
-    o->k = attn__plan_add(pl, job->kv_rows, d->g * d->d_k * sizeof(float));
-    o->v = attn__plan_add(pl, job->kv_rows, d->g * d->d_v * sizeof(float));
-    if (p->w_o != NULL)
-        o->cat = attn__plan_add(pl, job->q_rows,
-                                d->h * d->d_v * sizeof(float));
-    o->status = attn__plan_add(pl, workers, sizeof(int));
-    o->inv = attn__plan_add(pl, workers * job->blk, sizeof(float));
-    o->hrow = attn__plan_add(pl, workers * d->h, sizeof(float *));
-    o->cost = attn__plan_add(pl, workers, sizeof(double));
-    o->hide = attn__plan_add(pl, workers, d->m);
-    o->trig = attn__plan_add(pl, workers, d->d_k * sizeof(double));
-    if (job->flash_floats) {
-        if (attn__mul(workers, job->flash_floats, &scratch_rows))
-            pl->overflow = 1;
-        else
-            o->flash = attn__plan_add(pl, scratch_rows, sizeof(float));
-        o->packed = attn__plan_add(pl, attn__flash_packed_floats(d),
-                                   sizeof(float));
-    } else if (!job->dense_per_head) {
-        /* workers * (h or 1) * blk rows of m scores */
-        if (attn__mul(workers * job->blk, job->keep_heads ? d->h : 1,
-                      &scratch_rows))
-            pl->overflow = 1;
-        else
-            o->scratch = attn__plan_add(pl, scratch_rows,
-                                        d->m * sizeof(float));
-    }
-    if (job->lean && !job->flash_floats) {
-        o->probs = attn__plan_add(pl, workers * job->blk,
-                                  d->m * sizeof(float));
-        o->zeroed = attn__plan_add(pl, workers, sizeof(size_t));
-    }
-    if (job->keep_heads && d->h > ATTN__MAX_STACK_HEADS) {
-        o->hrow_rows = attn__plan_add(pl, workers * d->h, sizeof(float *));
-        o->visible = attn__plan_add(pl, workers * d->h, sizeof(size_t));
-    }
-    if (job->ex->top_k && p->weights == ATTN_WEIGHTS_MEAN)
-        o->meanrow = attn__plan_add(pl, workers * d->m, sizeof(float));
-}
-
-/* Step 3: the workspace itself, its buffers placed, the visibility
- * tables and the head figures' sums. ATTN_OK, ATTN_EOVERFLOW or
- * ATTN_ENOMEM (attn__job_free releases whatever was made). */
-static int attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers)
-{
-    const attn_params *p = job->p;
-    attn__plan pl = {0, 0};
-    attn__layout o;
-    unsigned char *base;
-    int rc;
-
-    attn__job_layout(job, workers, &o, &pl);
-    if (pl.overflow)
-        return ATTN_EOVERFLOW;
-    job->block = attn__alloc(p, pl.total + ATTN__ALIGN, 1);
-    if (job->block == NULL)
-        return ATTN_ENOMEM;
-    base = (unsigned char *)job->block +
-           (ATTN__ALIGN - (uintptr_t)job->block % ATTN__ALIGN);
-    job->q = attn__part(base, o.q);
-    job->k = attn__part(base, o.k);
-    job->v = attn__part(base, o.v);
-    job->cat = o.cat != ATTN__NONE ? attn__part(base, o.cat) : job->output;
-    job->status = attn__part(base, o.status);
-    job->inv = attn__part(base, o.inv);
-    job->hrow = attn__part(base, o.hrow);
-    job->cost = attn__part(base, o.cost);
-    job->scratch = attn__part(base, o.scratch);
-    job->probs = attn__part(base, o.probs);
-    job->zeroed = attn__part(base, o.zeroed);
-    job->hrow_rows = attn__part(base, o.hrow_rows);
-    job->visible = attn__part(base, o.visible);
-    job->hide = attn__part(base, o.hide);
-    job->trig = attn__part(base, o.trig);
-    job->meanrow = attn__part(base, o.meanrow);
-    job->flash = attn__part(base, o.flash);
-    if (o.packed != ATTN__NONE)
-        attn__flash_place(&job->fa, attn__part(base, o.packed));
-    if (job->lean && !job->flash_floats)
-        memset(job->zeroed, 0, workers * sizeof(size_t));
-    memset(job->status, 0, workers * sizeof(int));
-    memset(job->cost, 0, workers * sizeof(double));
-    rc = attn__vis_init(&job->vis, p);
-    if (rc != ATTN_OK)
-        return rc;
-    job->fa.vis = &job->vis;
-    if (job->ex->stats) {
-        rc = attn__acc_init(acc, p, workers);
-        if (rc != ATTN_OK)
-            return rc;
-        job->acc = acc;
-    }
-    return ATTN_OK;
-}
-
-static void attn__job_free(attn__job *job, attn__acc *acc)
-{
-    attn__vis_free(&job->vis);
-    attn__acc_free(acc, job->p);
-    attn__free(job->p, job->block);
-}
-
 /* Step 4: the phases. Projections (with the norm and rotation of Q and
  * K), the extras read from them, the fused kernel's packing, the
  * attention tiles, the output projection. Returns the first failure. */
@@ -788,34 +517,16 @@ int attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
                          size_t workers, uint64_t *bytes)
 {
     static const attn_extras no_extras;
-    const attn_dims *d;
     attn__job job;
-    attn__plan pl = {0, 0};
-    attn__layout o;
-    uint64_t total;
     int rc = attn_check(p);
 
     if (rc != ATTN_OK)
         return rc;
     if (bytes == NULL || workers == 0)
         return ATTN_EINVAL;
-    if (ex == NULL)
-        ex = &no_extras;
-    d = &p->dims;
-    attn__job_init(&job, p, ex, workers, attn__flash_ok(p));
-    attn__job_layout(&job, workers, &o, &pl);
-    if (pl.overflow)
-        return ATTN_EOVERFLOW;
-    total = (uint64_t)pl.total + ATTN__ALIGN + attn__vis_bytes(p);
-    if (ex->stats)
-        total += (uint64_t)workers * d->B *
-                 (d->h * (sizeof(attn__head_sums) +
-                          (d->n + d->m - 1 + d->h) * sizeof(double)) +
-                  sizeof(size_t));
-    if (ex->value_norms != NULL && p->w_o != NULL)
-        total += (uint64_t)d->m * d->d_out * sizeof(float);
-    *bytes = total;
-    return ATTN_OK;
+    attn__job_init(&job, p, ex != NULL ? ex : &no_extras, workers,
+                   attn__flash_ok(p));
+    return attn__job_bytes(&job, workers, bytes);
 }
 
 int attn_blas_set_threads(int n)

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "attn.h"
+#include "attn_coretype.h"
 
 /* Answers must match the float64 reference to 1e-4 * (1 + |ref|), the
  * contract's tolerance. */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "attn.h"
+#include "attn_analysis.h"
 
 #define TL_TOL 1e-4
 

@@ -1,8 +1,10 @@
-/* attn_analysis.h: the head figures' accumulators and top-k selection,
- * shared by the BLAS kernel's tiles (not installed). */
-#ifndef ATTN_ANALYSIS_H
-#define ATTN_ANALYSIS_H
+/* attn_heads.h: the head figures' accumulators and top-k selection,
+ * shared by the BLAS kernel's tiles (not installed; the figures' public
+ * side is attn_analysis.h). */
+#ifndef ATTN_HEADS_H
+#define ATTN_HEADS_H
 
+#include "attn_analysis.h"
 #include "attn_visible.h"
 
 /* Heads whose row entropies are kept on the stack for the similarity;
