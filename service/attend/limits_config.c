@@ -10,5 +10,6 @@ void limits_defaults(limits_config *lim)
     lim->max_map_elems = (size_t)16 << 20;    /* 16 Mi floats, ~64 MiB */
     lim->max_flops = UINT64_C(200000000000);  /* 2e11: a few seconds here */
     lim->max_in_flight = 64;
+    lim->max_request_bytes = 0; /* auto: see config_resolve */
     lim->timeout_s = 30;
 }

@@ -16,6 +16,10 @@ typedef struct limits_config {
                                 attention-map values returned */
     uint64_t max_flops;      /* --max-flops        ATTND_MAX_FLOPS */
     size_t max_in_flight;    /* --max-in-flight    ATTND_MAX_IN_FLIGHT */
+    size_t max_request_bytes; /* --max-request-bytes ATTND_MAX_REQUEST_BYTES:
+                                 working memory of one request (projections,
+                                 score tiles, maps, the response); 0 until
+                                 config_resolve sizes it for the machine */
     unsigned timeout_s;      /* --timeout          ATTND_TIMEOUT: idle
                                 connection timeout in seconds */
 } limits_config;
