@@ -669,6 +669,60 @@ START_TEST(test_rules_alloc_fail_each)
 }
 END_TEST
 
+/* The rules spelled out at their neutral values (positions 0 .. n-1 given,
+ * a window unbounded on both sides, rope.dim 0, no tokens in an empty
+ * global list) give exactly the answer of the zeroed fields, bit for bit,
+ * on every path: the neutral rules cost nothing and change nothing. */
+START_TEST(test_rules_neutral_is_v1_bit_for_bit)
+{
+    static const attn_weights modes[] = {ATTN_WEIGHTS_PER_HEAD,
+                                         ATTN_WEIGHTS_MEAN,
+                                         ATTN_WEIGHTS_NONE};
+    tl_spec spec = {"neutral", {2, 300, 300, 32, 32, 4, 2, 16, 8, 16},
+                    false, true, TL_B_ALL, ATTN_MASK_CAUSAL, TL_PAD_SOME,
+                    0, 0};
+    static const size_t no_tokens[1] = {0};
+    tl_case c;
+    tl_exec e;
+    attn_params v1, neutral;
+    int64_t *pos;
+
+    tl_case_init(&c, &spec, 11);
+    tl_exec_init(&e, TL_EXEC_THREADS, 2);
+    pos = malloc(2 * 300 * sizeof *pos);
+    TL_CHECK(pos != NULL, "test setup: out of memory");
+    for (size_t t = 0; t < 600; t++)
+        pos[t] = (int64_t)(t % 300);
+    v1 = c.p;
+    v1.executor = _i ? &e.iface : NULL;
+    neutral = v1;
+    neutral.positions = pos;
+    neutral.key_positions = pos;
+    neutral.window.on = 1;
+    neutral.window.left = ATTN_UNBOUNDED;
+    neutral.window.right = ATTN_UNBOUNDED;
+    neutral.global_tokens = no_tokens;
+    for (size_t k = 0; k < 3; k++) {
+        float *w1 = NULL, *w2 = NULL;
+        float *o1 = tl_run(attn_forward, &v1, modes[k], &w1);
+        float *o2 = tl_run(attn_forward, &neutral, modes[k], &w2);
+        ck_assert_msg(memcmp(o1, o2, tl_output_elems(&v1) * sizeof *o1) == 0,
+                      "weights mode %d: outputs differ", (int)modes[k]);
+        if (w1 != NULL)
+            ck_assert_msg(memcmp(w1, w2, tl_weights_elems(&v1, modes[k]) *
+                                             sizeof *w1) == 0,
+                          "weights mode %d: weights differ", (int)modes[k]);
+        free(o1);
+        free(o2);
+        free(w1);
+        free(w2);
+    }
+    free(pos);
+    tl_exec_destroy(&e);
+    tl_case_free(&c);
+}
+END_TEST
+
 Suite *tl_suite_rules(void)
 {
     Suite *s = suite_create("rules");
@@ -680,6 +734,7 @@ Suite *tl_suite_rules(void)
     tcase_add_test(tc, test_rules_cost_counts_visible_pairs);
     tcase_add_loop_test(tc, test_rules_workspace_is_the_peak, 0, 20);
     tcase_add_loop_test(tc, test_rules_alloc_fail_each, 0, 2);
+    tcase_add_loop_test(tc, test_rules_neutral_is_v1_bit_for_bit, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
