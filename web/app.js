@@ -448,6 +448,14 @@ function init() {
       if (state.att && Math.abs($('results').clientWidth - drawn_width) >= 24) render();
     }, 150);
   }).observe($('results'));
+  // A new devicePixelRatio (browser zoom, another screen): redraw sharp.
+  const watch_dpr = () => {
+    matchMedia(`(resolution: ${window.devicePixelRatio}dppx)`).addEventListener('change', () => {
+      if (state.att) render();
+      watch_dpr();
+    }, { once: true });
+  };
+  watch_dpr();
   attach_lines();
   update_source();
   update_hint();
