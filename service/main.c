@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "attn.h"
+#include "attn_coretype.h"
 #include "config.h"
 #include "log.h"
 #include "http/server.h"

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attn.h"
+#include "attn_analysis.h"
 #include "attend/codec.h"
 #include "json/json.h"
 

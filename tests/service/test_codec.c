@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_analysis.h"
 #include "attend/codec.h"
 #include "attend/request.h"
 
