@@ -21,7 +21,8 @@
 //   - at device scale factor 2, canvases have twice their CSS size in
 //     backing pixels.
 // v2 section (e2e_v2.mjs; needs the service's v2 features): window and
-// RoPE change the weights, refs on the second run, the model view of 3
+// RoPE change the weights, refs on the second run and the inline retry
+// when the store forgot them, the model view of 3
 // layers, rollout, the neuron view against q and k, norm-based maps, an
 // uploaded layers file.
 // Always: no console errors, no page errors, every request to the page's

@@ -1,12 +1,15 @@
 // e2e_v2.mjs: the dashboard's v2 views end to end against the real
 // service: the rules of model families change the weights, refs on the
-// second run, the model view of 3 layers and its rollout, the neuron view
-// against the answer's q and k, the norm-based maps, and a layers request
-// uploaded as a file (base64 tensors, as the Python client writes it).
+// second run, the inline retry when a small store forgot them (a second
+// attnd with --tensor-store-bytes 20000), the model view of 3 layers and
+// its rollout, the neuron view against the answer's q and k, the
+// norm-based maps, and a layers request uploaded as a file (base64
+// tensors, as the Python client writes it).
 // Every section stands alone: one that fails (a service without v2) is
 // reported and the next one runs.
 
-import { post, tooltip_weight, tooltip_number, hover_cell, plot_variety, run_page, set_form } from './lib.mjs';
+import { post, tooltip_weight, tooltip_number, hover_cell, plot_variety, run_page, set_form, start_server,
+  watch } from './lib.mjs';
 
 const HEAD = (h) => `#head-maps canvas[data-head="${h}"]`;
 const DEFAULTS = { 'source-generate': true, mask: 'none', padding: 0, repeat: 1, heads: 4, 'kv-heads': 4,
@@ -84,6 +87,35 @@ export async function v2_checks(page, base, c) {
     check(Array.isArray(third.x) && ['w_q', 'w_k', 'w_v'].every((f) => third[f]?.ref),
       'a new sentence with the same weights sends x inline and the weights as refs');
     await page.fill('#sentence', 'The animal didn\'t cross the street because it was tired');
+  });
+
+  // A service whose store holds about one weight matrix (16 KiB of the
+  // 19.5 KiB allowed) forgets most of what the first run stored: the second
+  // run's refs get 422 unknown_ref, and the page sends the request again
+  // inline with store: true.
+  await section('a store that forgets', async () => {
+    const small = await start_server(process.env.ATTND_BIN, ['--tensor-store-bytes', '20000']);
+    const p2 = await page.context().newPage();
+    try {
+      const w = watch(p2, small.base, (t) => /status of 422/.test(t));
+      p2.setDefaultTimeout(8000);
+      await p2.goto(`${small.base}/`);
+      await run_page(p2, true);
+      const bodies = [];
+      p2.on('request', (r) => { if (r.url().endsWith('/attend')) bodies.push(JSON.parse(r.postData())); });
+      await run_page(p2, true, { posts: 2 });
+      const [first, again] = bodies;
+      check(bodies.length === 2 && first.w_q?.ref && Array.isArray(again?.w_q) && again.store === true,
+        'refs the store forgot: 422 unknown_ref, then the same request inline with store: true',
+        JSON.stringify(bodies.map((b) => Object.keys(b).filter((k) => b[k]?.ref))));
+      check(await p2.isHidden('#error') && /sent again inline/.test(await p2.textContent('#status')),
+        'the page draws the inline answer and says the store had forgotten a tensor');
+      check(w.console.length + w.errors.length + w.foreign.length === 0, 'no errors on that page',
+        [...w.console, ...w.errors, ...w.foreign].join(' | '));
+    } finally {
+      await p2.close();
+      small.kill();
+    }
   });
 
   await section('model view', async () => {

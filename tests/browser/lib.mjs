@@ -47,10 +47,10 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Starts attnd and waits for /healthz; rejects if it exits first. The
 // process is killed when node exits, however it exits.
-export async function start_server(bin) {
+export async function start_server(bin, extra_args = []) {
   if (!bin || !fs.existsSync(bin)) throw new Error(`ATTND_BIN (${bin}) is not a file`);
   const port = await free_port();
-  const child = spawn(bin, ['--port', String(port), '--host', '127.0.0.1', '--quiet'],
+  const child = spawn(bin, ['--port', String(port), '--host', '127.0.0.1', '--quiet', ...extra_args],
     { stdio: ['ignore', 'inherit', 'inherit'] });
   let exited = null;
   child.once('exit', (code, sig) => { exited = `exited with ${code ?? sig}`; });
