@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 typedef enum config__kind {
     CONFIG__HOST,   /* char[64], numeric address */
@@ -45,8 +46,27 @@ static const config__option config__options[] = {
     {"threads", "ATTND_THREADS", CONFIG__SIZE, CONFIG__AT(threads), 0, 1024,
      "compute threads; 0 = usable cores (affinity and cgroup CPU quota)"},
     {"max-connections", "ATTND_MAX_CONNECTIONS", CONFIG__SIZE,
-     CONFIG__AT(max_connections), 1, 65536,
-     "open connections; more are refused at accept"},
+     CONFIG__AT(max_connections), 1, 1048576,
+     "open connections; when full, the longest-idle keep-alive one is "
+     "closed for a new one"},
+    {"max-connections-per-ip", "ATTND_MAX_CONNECTIONS_PER_IP", CONFIG__SIZE,
+     CONFIG__AT(max_connections_per_ip), 0, 1048576,
+     "open connections from one address; 0 = no limit (behind a proxy)"},
+    {"header-timeout", "ATTND_HEADER_TIMEOUT", CONFIG__UINT,
+     CONFIG__AT(header_timeout_s), 1, 3600,
+     "seconds from a request's first byte to the end of its headers (408)"},
+    {"min-body-rate", "ATTND_MIN_BODY_RATE", CONFIG__SIZE,
+     CONFIG__AT(min_body_rate), 0, SIZE_MAX,
+     "bytes/s a request body must average over each rate window (408); 0 = off"},
+    {"min-send-rate", "ATTND_MIN_SEND_RATE", CONFIG__SIZE,
+     CONFIG__AT(min_send_rate), 0, SIZE_MAX,
+     "bytes/s a client must read a response at over each rate window; 0 = off"},
+    {"rate-window", "ATTND_RATE_WINDOW", CONFIG__UINT,
+     CONFIG__AT(rate_window_s), 1, 3600,
+     "seconds over which --min-body-rate and --min-send-rate are measured"},
+    {"max-buffered-bytes", "ATTND_MAX_BUFFERED_BYTES", CONFIG__SIZE,
+     CONFIG__AT(max_buffered_bytes), 0, SIZE_MAX,
+     "bytes of all request bodies being received (503); auto = 1/4 of memory"},
     {"body-timeout", "ATTND_BODY_TIMEOUT", CONFIG__UINT,
      CONFIG__AT(body_timeout_s), 1, 86400,
      "seconds a request body may take to arrive; then the connection closes"},
@@ -66,6 +86,9 @@ static const config__option config__options[] = {
     {"max-in-flight", "ATTND_MAX_IN_FLIGHT", CONFIG__SIZE,
      CONFIG__LIM(max_in_flight), 1, 1000000,
      "POST /attend requests in progress; beyond: 503 with Retry-After"},
+    {"max-request-bytes", "ATTND_MAX_REQUEST_BYTES", CONFIG__SIZE,
+     CONFIG__LIM(max_request_bytes), 0, SIZE_MAX,
+     "working memory of one request (413); auto = 1/2 of memory / max-in-flight"},
     {"timeout", "ATTND_TIMEOUT", CONFIG__UINT, CONFIG__LIM(timeout_s), 1,
      86400, "seconds a connection may stay idle before it is closed"},
     {"cors-origins", "ATTND_CORS_ORIGINS", CONFIG__ORIGINS,
@@ -79,6 +102,9 @@ static const config__option config__options[] = {
     {"drain-delay", "ATTND_DRAIN_DELAY", CONFIG__SECS,
      CONFIG__AT(drain_delay_s), 0, 3600,
      "seconds between SIGTERM (/readyz 503) and refusing new work"},
+    {"shutdown-timeout", "ATTND_SHUTDOWN_TIMEOUT", CONFIG__SECS,
+     CONFIG__AT(shutdown_timeout_s), 1, 86400,
+     "seconds from SIGTERM to exit: then requests still running are cut off"},
     {"quiet", "ATTND_QUIET", CONFIG__BOOL, CONFIG__AT(quiet), 0, 1,
      "no per-request log lines"},
 };
@@ -91,12 +117,18 @@ void config_defaults(config *cfg)
     strcpy(cfg->host, "0.0.0.0");
     cfg->port = 8080;
     cfg->threads = 0;
-    /* A connection is a thread (mostly idle); 1024 leaves room for 200
-     * slow clients holding connections beside a busy load (issue 7's load
-     * test) without locking other clients out. */
-    cfg->max_connections = 1024;
+    /* An idle connection costs a descriptor and a few KiB, no thread;
+     * server_start lowers this to what RLIMIT_NOFILE allows. */
+    cfg->max_connections = 16384;
+    cfg->max_connections_per_ip = 64;
     /* 64 MiB (the default body limit) in 120 s needs 0.5 MiB/s. */
     cfg->body_timeout_s = 120;
+    cfg->header_timeout_s = 10;
+    cfg->min_body_rate = 65536;
+    cfg->min_send_rate = 65536;
+    cfg->rate_window_s = 10;
+    cfg->max_buffered_bytes = 0; /* auto: see config_resolve */
+    cfg->shutdown_timeout_s = 25;
     limits_defaults(&cfg->limits);
     strcpy(cfg->cors_origins, "*");
     /* 256 MiB: the four d_model^2 projections of 27 layers at d_model 768
@@ -105,6 +137,13 @@ void config_defaults(config *cfg)
     cfg->quiet = false;
     cfg->drain_delay_s = 0;
     cfg->healthcheck = false;
+}
+
+/* Whether 0 means "sized for the machine" (config_resolve). */
+static bool config__auto(const config__option *o)
+{
+    return o->offset == CONFIG__AT(max_buffered_bytes) ||
+           o->offset == CONFIG__LIM(max_request_bytes);
 }
 
 /* The current value of an option as text, for --help's defaults. */
@@ -121,7 +160,10 @@ static void config__format(const config *cfg, const config__option *o,
         snprintf(buf, cap, "%u", *(const unsigned *)(const void *)p);
         break;
     case CONFIG__SIZE:
-        snprintf(buf, cap, "%zu", *(const size_t *)(const void *)p);
+        if (*(const size_t *)(const void *)p == 0 && config__auto(o))
+            snprintf(buf, cap, "auto");
+        else
+            snprintf(buf, cap, "%zu", *(const size_t *)(const void *)p);
         break;
     case CONFIG__U64:
         snprintf(buf, cap, "%" PRIu64, *(const uint64_t *)(const void *)p);
@@ -309,6 +351,8 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
     for (size_t i = 0; i < CONFIG__N_OPTIONS; i++) {
         const config__option *o = &config__options[i];
         const char *v = getenv(o->env);
+        if (v && config__auto(o) && !strcmp(v, "auto"))
+            v = "0";
         if (v && config__set(cfg, o, v)) {
             config__bad(err, o, "environment value", v);
             return CONFIG_ERROR;
@@ -357,6 +401,8 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
                     o->flag);
             return CONFIG_ERROR;
         }
+        if (config__auto(o) && !strcmp(v, "auto"))
+            v = "0";
         if (config__set(cfg, o, v)) {
             config__bad(err, o, "value", v);
             return CONFIG_ERROR;
@@ -404,4 +450,44 @@ size_t config_usable_cores(void)
     if (quota && quota < n)
         n = quota;
     return n ? n : 1;
+}
+
+/* The first number in a file, or 0 when it cannot be read ("max" too). */
+static unsigned long long config__read_ull(const char *path)
+{
+    unsigned long long v = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+size_t config_memory_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    unsigned long long mem = pages > 0 && page > 0
+                                 ? (unsigned long long)pages *
+                                       (unsigned long long)page
+                                 : 1ULL << 30;
+    /* v1 reports "no limit" as a huge number, which the min ignores. */
+    unsigned long long lim = config__read_ull("/sys/fs/cgroup/memory.max");
+    if (!lim)
+        lim = config__read_ull("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    if (lim && lim < mem)
+        mem = lim;
+    return mem > SIZE_MAX ? SIZE_MAX : (size_t)mem;
+}
+
+void config_resolve(config *cfg)
+{
+    size_t mem = config_memory_bytes();
+    if (cfg->max_buffered_bytes == 0)
+        cfg->max_buffered_bytes = mem / 4;
+    if (cfg->limits.max_request_bytes == 0) {
+        size_t n = cfg->limits.max_in_flight ? cfg->limits.max_in_flight : 1;
+        cfg->limits.max_request_bytes = mem / 2 / n;
+    }
 }

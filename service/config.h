@@ -17,8 +17,19 @@ typedef struct config {
     unsigned port;          /* --port PORT (ATTND_PORT), 0: ephemeral */
     size_t threads;         /* --threads ATTND_THREADS, 0: usable cores */
     size_t max_connections; /* --max-connections ATTND_MAX_CONNECTIONS */
+    size_t max_connections_per_ip; /* --max-connections-per-ip, 0: no limit */
     unsigned body_timeout_s; /* --body-timeout ATTND_BODY_TIMEOUT: seconds a
                                 request body may take to arrive in full */
+    unsigned header_timeout_s; /* --header-timeout: seconds from a request's
+                                  first byte to the end of its headers */
+    size_t min_body_rate;   /* --min-body-rate: bytes a second a body must
+                               keep up over each --rate-window; 0: off */
+    size_t min_send_rate;   /* --min-send-rate: the same for a response */
+    unsigned rate_window_s; /* --rate-window: seconds of each rate check */
+    size_t max_buffered_bytes; /* --max-buffered-bytes: all unfinished
+                                  bodies together; 0: auto (a quarter of the
+                                  memory the process may use) */
+    double shutdown_timeout_s; /* --shutdown-timeout: SIGTERM to exit */
     limits_config limits;   /* --max-* and --timeout, see attend/limits_config.h */
     char cors_origins[1024]; /* --cors-origins ATTND_CORS_ORIGINS: "*" or a
                                 comma-separated list of origins */
@@ -49,5 +60,16 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
 /* Usable cores: the affinity mask, capped by a cgroup CPU quota (v2
  * cpu.max, v1 cfs quota) rounded up; at least 1. */
 size_t config_usable_cores(void);
+
+/* Bytes of memory the process may use: the cgroup memory limit (v2
+ * memory.max, v1 memory.limit_in_bytes) when there is one, else physical
+ * memory; whichever is smaller. */
+size_t config_memory_bytes(void);
+
+/* Replaces the automatic (0) values of --max-buffered-bytes and
+ * --max-request-bytes by their sizes for this machine: a quarter of
+ * config_memory_bytes() for the bodies being received, and half of it
+ * shared by --max-in-flight requests for each request's working memory. */
+void config_resolve(config *cfg);
 
 #endif

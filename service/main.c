@@ -200,19 +200,45 @@ int main(int argc, char **argv)
     len += (size_t)snprintf(extra + len, sizeof extra - len,
                             ",\"blas_config\":");
     log_json_string(extra, &len, sizeof extra, attn_blas_config());
+    const config *in_force = server_config(srv);
+    len += (size_t)snprintf(
+        extra + len, sizeof extra - len,
+        ",\"max_connections\":%zu,\"max_buffered_bytes\":%zu,"
+        "\"max_request_bytes\":%zu",
+        in_force->max_connections, in_force->max_buffered_bytes,
+        in_force->limits.max_request_bytes);
     log_event("info", "listening", extra);
 
     unsigned char sig = 0;
     while (read(main__sig_pipe[0], &sig, 1) < 0 && errno == EINTR)
         ;
-    snprintf(extra, sizeof extra, "\"signal\":\"%s\",\"drain_delay_s\":%g",
-             sig == SIGINT ? "SIGINT" : "SIGTERM", cfg.drain_delay_s);
+    /* The whole drain, delay included, ends by --shutdown-timeout after
+     * the signal: then whatever still runs is cut off, so the process exits
+     * before an orchestrator's grace period runs out. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    double limit = cfg.shutdown_timeout_s;
+    deadline.tv_sec += (time_t)limit;
+    deadline.tv_nsec += (long)((limit - (double)(time_t)limit) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    snprintf(extra, sizeof extra,
+             "\"signal\":\"%s\",\"drain_delay_s\":%g,"
+             "\"shutdown_timeout_s\":%g",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", cfg.drain_delay_s,
+             cfg.shutdown_timeout_s);
     log_event("info", "shutting down", extra);
     server_begin_shutdown(srv);
-    if (cfg.drain_delay_s > 0)
-        main__sleep(cfg.drain_delay_s);
+    double delay = cfg.drain_delay_s < limit ? cfg.drain_delay_s : limit;
+    if (delay > 0)
+        main__sleep(delay);
     server_quiesce(srv);
-    server_wait(srv);
+    if (!server_wait_until(srv, &deadline)) {
+        log_event("warn", "shutdown timeout: cutting off what is left", NULL);
+        server_cut_off(srv);
+    }
     server_stop(srv);
     log_event("info", "stopped", NULL);
     return 0;

@@ -44,7 +44,67 @@ struct metrics {
     char version[32], mhd_version[32];
     size_t threads;
     store *store; /* read at render time; may be NULL */
+    uint64_t refused[METRICS_REFUSED_COUNT];
+    uint64_t closed[METRICS_CLOSED_COUNT];
+    uint64_t cancelled;
+    void (*gauges_fn)(void *ctx, metrics_gauges *out);
+    void *gauges_ctx;
 };
+
+static const char *const metrics__refusal_names[] = {
+#define METRICS__R(name, label) label,
+    METRICS_REFUSALS(METRICS__R)
+#undef METRICS__R
+};
+
+static const char *const metrics__close_names[] = {
+#define METRICS__C(name, label) label,
+    METRICS_CLOSES(METRICS__C)
+#undef METRICS__C
+};
+
+const char *metrics_refusal_name(metrics_refusal why)
+{
+    return why < METRICS_REFUSED_COUNT ? metrics__refusal_names[why] : "other";
+}
+
+const char *metrics_close_name(metrics_close why)
+{
+    return why < METRICS_CLOSED_COUNT ? metrics__close_names[why] : "other";
+}
+
+void metrics_refused(metrics *m, metrics_refusal why)
+{
+    pthread_mutex_lock(&m->mu);
+    if (why < METRICS_REFUSED_COUNT)
+        m->refused[why]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_closed(metrics *m, metrics_close why)
+{
+    pthread_mutex_lock(&m->mu);
+    if (why < METRICS_CLOSED_COUNT)
+        m->closed[why]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_cancelled(metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->cancelled++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_set_gauges_fn(metrics *m,
+                           void (*fn)(void *ctx, metrics_gauges *out),
+                           void *ctx)
+{
+    pthread_mutex_lock(&m->mu);
+    m->gauges_fn = fn;
+    m->gauges_ctx = ctx;
+    pthread_mutex_unlock(&m->mu);
+}
 
 metrics *metrics_new(void)
 {
@@ -204,6 +264,15 @@ char *metrics_render(metrics *m, size_t *len)
     if (!t.buf)
         return NULL;
     t.buf[0] = '\0';
+    /* The gauges come from the connection layer, under its own lock, which
+     * is never held while this one is taken. */
+    metrics_gauges g = {0, 0, 0};
+    pthread_mutex_lock(&m->mu);
+    void (*fn)(void *, metrics_gauges *) = m->gauges_fn;
+    void *ctx = m->gauges_ctx;
+    pthread_mutex_unlock(&m->mu);
+    if (fn)
+        fn(ctx, &g);
     pthread_mutex_lock(&m->mu);
     metrics__printf(&t,
                     "# HELP attnd_build_info Build information; always 1.\n"
@@ -253,6 +322,42 @@ char *metrics_render(metrics *m, size_t *len)
     metrics__hist_render(&t, "attnd_compute_duration_seconds",
                          "Library wall time per /attend request.",
                          &m->compute);
+    metrics__printf(&t,
+                    "# HELP attnd_connections_open Open client connections.\n"
+                    "# TYPE attnd_connections_open gauge\n"
+                    "attnd_connections_open %zu\n"
+                    "# HELP attnd_connections_idle Keep-alive connections "
+                    "between requests.\n"
+                    "# TYPE attnd_connections_idle gauge\n"
+                    "attnd_connections_idle %zu\n"
+                    "# HELP attnd_buffered_bytes Bytes reserved for request "
+                    "bodies being received.\n"
+                    "# TYPE attnd_buffered_bytes gauge\n"
+                    "attnd_buffered_bytes %zu\n",
+                    g.open, g.idle, g.buffered_bytes);
+    metrics__printf(&t, "# HELP attnd_connections_refused_total Connections "
+                        "refused at accept, by reason.\n"
+                        "# TYPE attnd_connections_refused_total counter\n");
+    for (size_t i = 0; i < METRICS_REFUSED_COUNT; i++)
+        metrics__printf(&t,
+                        "attnd_connections_refused_total{reason=\"%s\"} "
+                        "%" PRIu64 "\n",
+                        metrics__refusal_names[i], m->refused[i]);
+    metrics__printf(&t, "# HELP attnd_connections_closed_total Connections "
+                        "the server closed or requests it cut off, by "
+                        "reason.\n"
+                        "# TYPE attnd_connections_closed_total counter\n");
+    for (size_t i = 0; i < METRICS_CLOSED_COUNT; i++)
+        metrics__printf(&t,
+                        "attnd_connections_closed_total{reason=\"%s\"} "
+                        "%" PRIu64 "\n",
+                        metrics__close_names[i], m->closed[i]);
+    metrics__printf(&t,
+                    "# HELP attnd_compute_cancelled_total Computations "
+                    "stopped because their client had gone.\n"
+                    "# TYPE attnd_compute_cancelled_total counter\n"
+                    "attnd_compute_cancelled_total %" PRIu64 "\n",
+                    m->cancelled);
     store_stats st;
     store_get_stats(m->store, &st);
     metrics__printf(&t,

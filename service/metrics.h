@@ -26,6 +26,49 @@ void metrics_compute(metrics *m, double seconds);
 /* Current requests in flight (begun, not yet ended). */
 size_t metrics_in_flight(metrics *m);
 
+/* Why a connection was refused at accept (a 503 is sent, then it closes). */
+#define METRICS_REFUSALS(X) X(PER_IP, "per_ip") X(FULL, "full")
+/* Why the server closed a connection or cut a request off. */
+#define METRICS_CLOSES(X)                                                     \
+    X(HEADER_TIMEOUT, "header_timeout") X(SLOW_BODY, "slow_body")             \
+    X(BODY_TIMEOUT, "body_timeout") X(BUDGET, "budget")                       \
+    X(TOO_LARGE, "too_large") X(SLOW_READ, "slow_read")                       \
+    X(IDLE_EVICTED, "idle_evicted") X(FRAMING, "framing")                     \
+    X(SHUTDOWN, "shutdown")
+
+typedef enum metrics_refusal {
+#define METRICS__R(name, label) METRICS_REFUSED_##name,
+    METRICS_REFUSALS(METRICS__R)
+#undef METRICS__R
+    METRICS_REFUSED_COUNT
+} metrics_refusal;
+
+typedef enum metrics_close {
+#define METRICS__C(name, label) METRICS_CLOSED_##name,
+    METRICS_CLOSES(METRICS__C)
+#undef METRICS__C
+    METRICS_CLOSED_COUNT
+} metrics_close;
+
+/* The label of a reason (static string). */
+const char *metrics_refusal_name(metrics_refusal why);
+const char *metrics_close_name(metrics_close why);
+
+void metrics_refused(metrics *m, metrics_refusal why);
+void metrics_closed(metrics *m, metrics_close why);
+/* A computation stopped early because its client had gone. */
+void metrics_cancelled(metrics *m);
+
+/* Gauges owned by the connection layer, read when /metrics is rendered. */
+typedef struct metrics_gauges {
+    size_t open, idle;     /* connections; idle: keep-alive, between requests */
+    size_t buffered_bytes; /* reserved for request bodies being received */
+} metrics_gauges;
+/* fn fills the gauges at each render (called without m's lock held). */
+void metrics_set_gauges_fn(metrics *m,
+                           void (*fn)(void *ctx, metrics_gauges *out),
+                           void *ctx);
+
 /* Static labels of attnd_build_info (strings are copied). */
 void metrics_set_build_info(metrics *m, const char *version,
                             const char *mhd_version, size_t threads);

@@ -3,6 +3,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -12,6 +13,7 @@ typedef struct pool__job {
     void (*fn)(void *arg, size_t i, size_t worker);
     void *arg;
     size_t count, next, done;
+    const atomic_bool *cancel; /* set: remaining tasks are skipped */
     pthread_cond_t finished;
     struct pool__job *prev, *succ; /* ring of jobs with unclaimed tasks */
 } pool__job;
@@ -34,6 +36,17 @@ struct pool {
 };
 
 static _Thread_local bool pool__in_task;
+static _Thread_local const atomic_bool *pool__cancel;
+
+void pool_set_cancel(const atomic_bool *flag)
+{
+    pool__cancel = flag;
+}
+
+static bool pool__cancelled(const pool__job *j)
+{
+    return j->cancel && atomic_load_explicit(j->cancel, memory_order_relaxed);
+}
 
 static void pool__unlink(pool *p, pool__job *j)
 {
@@ -77,7 +90,8 @@ static void *pool__main(void *arg)
         if (j->next == j->count)
             pool__unlink(p, j);
         pthread_mutex_unlock(&p->mu);
-        j->fn(j->arg, i, w->index);
+        if (!pool__cancelled(j))
+            j->fn(j->arg, i, w->index);
         pthread_mutex_lock(&p->mu);
         /* The caller frees j once done == count, and only after taking the
          * mutex, so signalling under it is the last touch of j here. */
@@ -100,7 +114,8 @@ static void pool__run(void *ctx, size_t count,
             fn(arg, i, 0);
         return;
     }
-    pool__job j = {.fn = fn, .arg = arg, .count = count};
+    pool__job j = {.fn = fn, .arg = arg, .count = count,
+                   .cancel = pool__cancel};
     pthread_cond_init(&j.finished, NULL);
     pthread_mutex_lock(&p->mu);
     if (!p->ring) {

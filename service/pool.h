@@ -3,6 +3,7 @@
 #ifndef ATTND_POOL_H
 #define ATTND_POOL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "attn.h"
@@ -24,6 +25,15 @@ void pool_free(pool *p);
  * Worker indices are the pool threads' own, in [0, workers). A run called
  * from inside a task executes inline on that worker. */
 const attn_executor *pool_executor(pool *p);
+
+/* Cancellation of the calling thread's runs: while *flag is set, each run
+ * this thread starts afterwards claims its remaining tasks without running
+ * them, so a request whose client has gone stops at the next task (a tile
+ * of rows, one head's block) and frees the workers for others. The skipped
+ * tasks leave their outputs unwritten: the caller must discard the result.
+ * NULL (the default) turns it off. The flag is borrowed; it must outlive
+ * the runs. */
+void pool_set_cancel(const atomic_bool *flag);
 
 /* Runs that still have unclaimed tasks (queued work, for tests). */
 size_t pool_runs_waiting(pool *p);

@@ -1,21 +1,26 @@
-/* server.c: routing, request bodies, CORS, limits and drain on top of
- * libmicrohttpd in thread-per-connection mode.
+/* server.c: routing, the access handler and the lifecycle, on top of
+ * libmicrohttpd in its epoll mode with a pool of its own threads.
  *
- * Threading: every connection has its own libmicrohttpd thread, which parses
- * the request and then blocks in codec_run while the compute pool (pool.c,
- * W threads) does the arithmetic. Health probes, metrics and small errors
- * never touch the pool, so they are answered by their own thread however
- * busy the pool is; concurrent /attend requests share the pool task by task.
+ * Threading: a few libmicrohttpd threads (HTTP__IO_THREADS) serve every
+ * connection through epoll, so an idle connection costs a descriptor and a
+ * few KiB, never a thread. They parse requests, read bodies, answer probes,
+ * metrics and errors at once, and write responses; they never compute. A
+ * POST /attend whose body is complete is suspended while a thread of its
+ * own computes it on the compute pool (attend.c), then resumed to stream its
+ * answer. Below libmicrohttpd, guard.c sees every connection and byte first:
+ * strict framing, deadlines for the slow, per-address and total connection
+ * limits, and closing the idle on shutdown.
  *
- * Per-request state (http_request) is made on the first access-handler call
- * and freed in exactly one place, http__completed, however the request
- * ended. Responses are queued only before any body byte is consumed (on the
- * first call for a request with a body, on the second for one without, which
- * keeps its connection alive) or after the whole body has been read:
- * libmicrohttpd 0.9.75 mishandles a response queued mid-upload, so an
- * oversized chunked body is drained and discarded, and 413 follows the
- * upload. */
+ * Per-request state (http_request, internal.h) is made on the first
+ * access-handler call and freed in exactly one place, http__completed,
+ * however the request ended. Responses are queued only before any body byte
+ * is consumed (on the first call for a request with a body, on the second
+ * for one without, which keeps its connection alive) or after the whole
+ * body has been read: libmicrohttpd 0.9.75 mishandles a response queued
+ * mid-upload, so an oversized chunked body is drained and discarded, and
+ * 413 follows the upload. */
 #include "http/server.h"
+#include "http/internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,14 +46,15 @@
 #include "store/store.h"
 #include "store/tensors_http.h"
 
-/* Streamed /attend responses are produced in blocks of this size. */
-#define HTTP__BLOCK_SIZE (64 * 1024)
-/* The most of a declared Content-Length reserved before the body arrives. */
-#define HTTP__BODY_HINT_MAX ((size_t)64 << 20)
-/* Seconds a refused client is told to wait (503 Retry-After). */
-#define HTTP__RETRY_AFTER "1"
-/* Browsers cache a preflight answer this many seconds. */
-#define HTTP__PREFLIGHT_MAX_AGE "600"
+/* libmicrohttpd's own threads, each with its epoll set. */
+#define HTTP__IO_THREADS 4
+/* Memory libmicrohttpd gives each connection for its head and read
+ * buffer: above guard.c's 16 KiB head limit, so its own 414/431 answers
+ * (HTML) never happen. Touched only as used. */
+#define HTTP__CONN_MEMORY ((size_t)64 << 10)
+/* A refused chunked body is drained up to this multiple of
+ * --max-body-bytes, then its connection is closed. */
+#define HTTP__DRAIN_FACTOR 2
 
 typedef enum http__route {
     HTTP__ROUTE_NONE,
@@ -84,230 +90,12 @@ static const http__route_row http__routes[] = {
 #define HTTP__ALLOW_POST "POST, OPTIONS"
 #define HTTP__ALLOW_GET "GET, HEAD, OPTIONS"
 
-struct server {
-    config cfg;
-    struct MHD_Daemon *daemon;
-    pool *pool;
-    metrics *metrics;
-    store *store; /* NULL: --tensor-store-bytes 0 */
-    uint16_t port;
-    atomic_bool shutting_down; /* /readyz 503 */
-    atomic_bool refusing;      /* quiesced: new /attend refused */
-    atomic_size_t attend_in_flight;
-    pthread_mutex_t mu;
-    pthread_cond_t idle;
-    size_t active; /* requests between first call and completion */
-    bool quiesced;
-};
-
-/* Per-request state, see the banner. */
-typedef struct http_request {
-    server *srv;
-    char method[16];
-    char path[256];
-    const char *label; /* bounded metrics label */
-    http__route route;
-    struct timespec t0;
-    bool attend_slot; /* holds one of max_in_flight */
-    bool discard;     /* body over the limit: drained, then 413 */
-    bool deferred;    /* no body: headers judged on the second call */
-    bool http11;      /* HTTP/1.1, which must carry Host (RFC 9112 3.2) */
-    char *body;
-    size_t body_len, body_cap;
-    size_t body_hint; /* the declared Content-Length, capped */
-    size_t bytes_in, bytes_out;
-    int status; /* 0 until a response is queued */
-    const char *error_code;
-} http_request;
-
-/* The streamed 200 body of /attend. */
-typedef struct http__body {
-    codec_writer *writer;
-    size_t *bytes_out; /* the request's counter; read calls end before the
-                          request-completed callback frees it */
-} http__body;
-
 static double http__since(const struct timespec *t0)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)(t.tv_sec - t0->tv_sec) +
            (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
-}
-
-/* -- CORS ---------------------------------------------------------------- */
-
-/* Whether origin is one of the configured comma-separated origins. */
-static bool http__origin_listed(const char *list, const char *origin)
-{
-    size_t olen = strlen(origin);
-    const char *p = list;
-    while (*p) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        const char *end = p;
-        while (*end && *end != ',')
-            end++;
-        size_t len = (size_t)(end - p);
-        while (len && p[len - 1] == ' ')
-            len--;
-        if (len && len == olen && !strncasecmp(p, origin, len))
-            return true;
-        p = end;
-    }
-    return false;
-}
-
-static void http__add_cors(const server *srv, struct MHD_Connection *c,
-                           struct MHD_Response *resp)
-{
-    const char *list = srv->cfg.cors_origins;
-    if (!strcmp(list, "*")) {
-        MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-        return;
-    }
-    /* The answer depends on Origin: caches must key on it. */
-    MHD_add_response_header(resp, "Vary", "Origin");
-    const char *origin =
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (origin && http__origin_listed(list, origin))
-        MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
-}
-
-/* -- responses ----------------------------------------------------------- */
-
-/* Adds the common headers, queues resp with status and drops our reference.
- * body_len is what a GET sends (HEAD sends none). */
-static enum MHD_Result http__queue(http_request *r, struct MHD_Connection *c,
-                                   int status, struct MHD_Response *resp,
-                                   size_t body_len)
-{
-    if (!resp)
-        return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
-    http__add_cors(r->srv, c, resp);
-    if (atomic_load(&r->srv->refusing))
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-    r->status = status;
-    r->bytes_out = strcmp(r->method, "HEAD") ? body_len : 0;
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return ret;
-}
-
-/* Sends e as the contract's error body with e's status from the table.
- * allow is the Allow header of a 405 (or NULL). */
-static enum MHD_Result http__send_error(http_request *r,
-                                        struct MHD_Connection *c,
-                                        const codec_error *e,
-                                        const char *allow)
-{
-    static const char oom_body[] =
-        "{\"error\":{\"code\":\"unavailable\",\"message\":\"out of memory\"}}";
-    int status = errors_http_status(e->kind);
-    size_t len = 0;
-    char *body = codec_error_body(e, &len);
-    struct MHD_Response *resp;
-    if (body) {
-        resp = MHD_create_response_from_buffer(len, body,
-                                               MHD_RESPMEM_MUST_FREE);
-        if (!resp)
-            free(body);
-    } else {
-        status = 503;
-        len = sizeof oom_body - 1;
-        resp = MHD_create_response_from_buffer(len, (void *)oom_body,
-                                               MHD_RESPMEM_PERSISTENT);
-    }
-    if (!resp)
-        return MHD_NO;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            "application/json");
-    if (allow)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-    if (status == 503)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER,
-                                HTTP__RETRY_AFTER);
-    r->error_code = body ? errors_code(e->kind) : "unavailable";
-    return http__queue(r, c, status, resp, len);
-}
-
-/* A contract error for kind with a formatted message and no field. */
-static enum MHD_Result http__error(http_request *r, struct MHD_Connection *c,
-                                   errors_kind kind, const char *allow,
-                                   const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static enum MHD_Result http__error(http_request *r, struct MHD_Connection *c,
-                                   errors_kind kind, const char *allow,
-                                   const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    codec_error e;
-    memset(&e, 0, sizeof e);
-    codec_error_set(&e, kind, NULL, "%s", msg);
-    return http__send_error(r, c, &e, allow);
-}
-
-/* A body from static or caller-freed memory with its content type. */
-static enum MHD_Result http__send(http_request *r, struct MHD_Connection *c,
-                                  int status, const char *type,
-                                  const void *data, size_t len,
-                                  enum MHD_ResponseMemoryMode mode)
-{
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)data, mode);
-    if (!resp) {
-        if (mode == MHD_RESPMEM_MUST_FREE)
-            free((void *)data);
-        return MHD_NO;
-    }
-    if (type)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    return http__queue(r, c, status, resp, len);
-}
-
-static enum MHD_Result http__preflight(http_request *r,
-                                       struct MHD_Connection *c,
-                                       const char *allow)
-{
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        return MHD_NO;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-    MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
-    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-                            "Content-Type, Accept");
-    MHD_add_response_header(resp, "Access-Control-Max-Age",
-                            HTTP__PREFLIGHT_MAX_AGE);
-    return http__queue(r, c, 204, resp, 0);
-}
-
-/* An answer of the tensor store's endpoints (tensors_http.h), or its
- * error. */
-static enum MHD_Result http__store_answer(http_request *r,
-                                          struct MHD_Connection *c, int rc,
-                                          store_http_answer *ans,
-                                          const codec_error *e)
-{
-    if (rc)
-        return http__send_error(r, c, e, NULL);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        ans->len, ans->body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(ans->body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            ans->content_type);
-    if (ans->location[0])
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION,
-                                ans->location);
-    return http__queue(r, c, ans->status, resp, ans->len);
 }
 
 /* -- GET routes ---------------------------------------------------------- */
@@ -382,123 +170,6 @@ static bool http__is_json(const char *type)
     if (sub_len == 4 && !strncasecmp(sub, "json", 4))
         return true;
     return sub_len > 5 && !strncasecmp(sub + sub_len - 5, "+json", 5);
-}
-
-/* Appends a chunk of the body; past the limit the body is dropped and the
- * rest drained (see the banner). */
-static void http__take_body(http_request *r, const char *data, size_t size)
-{
-    size_t max = r->srv->cfg.limits.max_body_bytes;
-    r->bytes_in += size;
-    if (r->discard)
-        return;
-    if (size > max - r->body_len) {
-        r->discard = true;
-        free(r->body);
-        r->body = NULL;
-        r->body_len = r->body_cap = 0;
-        return;
-    }
-    if (r->body_len + size > r->body_cap) {
-        /* The first chunk reserves the declared Content-Length (at most
-         * HTTP__BODY_HINT_MAX), so a body is copied once, not once per
-         * doubling; beyond that, or without one, the buffer grows
-         * geometrically as data arrives. */
-        size_t cap = r->body_cap ? r->body_cap
-                     : r->body_hint > 16384 ? r->body_hint : 16384;
-        while (cap < r->body_len + size)
-            cap = cap > max / 2 ? max : cap * 2;
-        char *b = realloc(r->body, cap);
-        if (!b) {
-            /* Treated like an oversized body: drained, then refused. */
-            r->discard = true;
-            free(r->body);
-            r->body = NULL;
-            r->body_len = r->body_cap = 0;
-            return;
-        }
-        r->body = b;
-        r->body_cap = cap;
-    }
-    memcpy(r->body + r->body_len, data, size);
-    r->body_len += size;
-}
-
-static ssize_t http__body_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    (void)pos;
-    http__body *b = cls;
-    size_t n = codec_writer_read(b->writer, buf, max);
-    if (n == 0)
-        return MHD_CONTENT_READER_END_OF_STREAM;
-    *b->bytes_out += n;
-    return (ssize_t)n;
-}
-
-static void http__body_free(void *cls)
-{
-    http__body *b = cls;
-    codec_writer_free(b->writer);
-    free(b);
-}
-
-/* The whole body has arrived: parse, compute on the pool, stream back. */
-static enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
-{
-    server *srv = r->srv;
-    if (r->discard)
-        return http__error(r, c, ERRORS_TOO_LARGE, NULL,
-                           "the request body has %zu bytes; the limit "
-                           "--max-body-bytes (ATTND_MAX_BODY_BYTES) is %zu",
-                           r->bytes_in, srv->cfg.limits.max_body_bytes);
-    codec_error err;
-    memset(&err, 0, sizeof err);
-    if (r->route == HTTP__ROUTE_TENSORS) {
-        store_http_answer ans;
-        int rc = store_http_post(
-            srv->store,
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                        MHD_HTTP_HEADER_CONTENT_TYPE),
-            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "shape"),
-            r->body, r->body_len, &ans, &err);
-        return http__store_answer(r, c, rc, &ans, &err);
-    }
-    codec_request *req = NULL;
-    int rc = codec_parse_with(r->body ? r->body : "", r->body_len,
-                              &srv->cfg.limits, srv->store, &req, &err);
-    /* The parsed request owns copies of everything it needs. */
-    free(r->body);
-    r->body = NULL;
-    r->body_cap = 0;
-    if (rc)
-        return http__send_error(r, c, &err, NULL);
-    double seconds = 0;
-    if (codec_run(req, pool_executor(srv->pool), &err, &seconds)) {
-        codec_request_free(req);
-        return http__send_error(r, c, &err, NULL);
-    }
-    metrics_compute(srv->metrics, seconds);
-    http__body *b = malloc(sizeof *b);
-    codec_writer *w = codec_writer_new(req); /* owns req from here */
-    if (!b || !w) {
-        free(b);
-        codec_writer_free(w);
-        return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
-                           "out of memory for the response");
-    }
-    b->writer = w;
-    b->bytes_out = &r->bytes_out;
-    struct MHD_Response *resp = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, HTTP__BLOCK_SIZE, http__body_read, b,
-        http__body_free);
-    if (!resp) {
-        http__body_free(b);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            "application/json");
-    /* bytes_out starts at 0 and grows block by block as the body is sent. */
-    return http__queue(r, c, 200, resp, 0);
 }
 
 /* -- the access handler -------------------------------------------------- */
@@ -637,31 +308,25 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
     if (atomic_load(&srv->refusing))
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
                            "shutting down: not accepting new work");
+    r->route_tensors = r->route == HTTP__ROUTE_TENSORS;
     if (cl) {
         char *end;
         errno = 0;
         unsigned long long n = strtoull(cl, &end, 10);
         if (!errno && end != cl && *end == '\0') {
-            if (n > srv->cfg.limits.max_body_bytes)
+            if (n > srv->cfg.limits.max_body_bytes) {
+                metrics_closed(srv->metrics, METRICS_CLOSED_TOO_LARGE);
                 return http__error(r, c, ERRORS_TOO_LARGE, NULL,
                                    "Content-Length is %llu bytes; the limit "
                                    "--max-body-bytes (ATTND_MAX_BODY_BYTES) "
                                    "is %zu",
                                    n, srv->cfg.limits.max_body_bytes);
-            r->body_hint = n < HTTP__BODY_HINT_MAX ? (size_t)n
-                                                   : HTTP__BODY_HINT_MAX;
+            }
+            /* The body is reserved whole before it is read; a compute slot
+             * is taken only once it is complete (attend.c). */
+            return http__body_admit(r, c, n);
         }
     }
-    size_t prev = atomic_fetch_add(&srv->attend_in_flight, 1);
-    if (prev >= srv->cfg.limits.max_in_flight) {
-        atomic_fetch_sub(&srv->attend_in_flight, 1);
-        return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
-                           "over capacity: %zu requests are in progress, "
-                           "the limit --max-in-flight (ATTND_MAX_IN_FLIGHT); "
-                           "retry later",
-                           srv->cfg.limits.max_in_flight);
-    }
-    r->attend_slot = true;
     return MHD_YES; /* wait for the body */
 }
 
@@ -693,6 +358,12 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
         if (!r)
             return MHD_NO;
         r->srv = srv;
+        r->conn = c;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        r->gc = ci ? guard_conn_of(ci->connect_fd) : NULL;
+        if (r->gc)
+            guard_request_begin(r->gc);
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", http__origin_form(url));
@@ -714,6 +385,8 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
         r->deferred = true;
         return MHD_YES;
     }
+    if (r->cut && !*upload_data_size)
+        return MHD_NO; /* answered raw by guard.c; nothing to queue */
     if (r->status) {
         /* Answered from the headers; whatever body still arrives is
          * dropped unread. */
@@ -727,6 +400,9 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
         if (http__since(&r->t0) > (double)srv->cfg.body_timeout_s)
             return MHD_NO;
         http__take_body(r, upload_data, *upload_data_size);
+        if (r->discard && r->bytes_in / HTTP__DRAIN_FACTOR >
+                              srv->cfg.limits.max_body_bytes)
+            return MHD_NO; /* drained long enough: closed unanswered */
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -751,6 +427,13 @@ static void http__completed(void *cls, struct MHD_Connection *c,
         return;
     *con_cls = NULL;
     double seconds = http__since(&r->t0);
+    /* Cut off by guard.c, which answered it (408, 503) when it could. */
+    int cut = r->gc ? guard_request_cut(r->gc) : 0;
+    if (cut && !r->status && cut - 1 != METRICS_CLOSED_SLOW_READ &&
+        cut - 1 != METRICS_CLOSED_SHUTDOWN)
+        r->status = 408;
+    if (r->gc)
+        guard_request_end(r->gc);
     /* A request that never got a response (client gone, timeout) is not
      * counted by status; it leaves the in-flight gauge all the same. */
     metrics_request_end(srv->metrics, r->label, r->status, r->bytes_in,
@@ -773,7 +456,8 @@ static void http__completed(void *cls, struct MHD_Connection *c,
     }
     if (r->attend_slot)
         atomic_fetch_sub(&srv->attend_in_flight, 1);
-    free(r->body);
+    http__drop_body(r);
+    codec_writer_free(r->writer);
     free(r);
     pthread_mutex_lock(&srv->mu);
     if (--srv->active == 0)
@@ -803,6 +487,14 @@ static void http__mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* -- lifecycle ----------------------------------------------------------- */
 
+/* /metrics' connection gauges. */
+static void http__gauges(void *ctx, metrics_gauges *out)
+{
+    server *srv = ctx;
+    guard_counts(srv->guard, &out->open, &out->idle);
+    out->buffered_bytes = atomic_load(&srv->buffered);
+}
+
 int server_start(const config *cfg, server **out, char *err, size_t err_cap)
 {
     *out = NULL;
@@ -812,17 +504,23 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
         return -1;
     }
     srv->cfg = *cfg;
+    config_resolve(&srv->cfg);
+    cfg = &srv->cfg;
     atomic_init(&srv->shutting_down, false);
     atomic_init(&srv->refusing, false);
     atomic_init(&srv->attend_in_flight, 0);
+    atomic_init(&srv->buffered, 0);
     pthread_mutex_init(&srv->mu, NULL);
-    pthread_cond_init(&srv->idle, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&srv->idle, &ca);
+    pthread_condattr_destroy(&ca);
 
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, cfg->host, &v4->sin_addr) == 1) {
@@ -860,14 +558,35 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
     metrics_set_build_info(srv->metrics, CONFIG_VERSION, mhd_version,
                            threads);
     metrics_set_store(srv->metrics, srv->store);
+    if (guard_start(&srv->cfg, srv->metrics, &srv->guard)) {
+        snprintf(err, err_cap, "cannot start the connection guard");
+        server_stop(srv);
+        return -1;
+    }
+    metrics_set_gauges_fn(srv->metrics, http__gauges, srv);
+    /* Every connection is a descriptor: leave room for the rest. */
+    size_t fds = guard_max_descriptors();
+    if (srv->cfg.max_connections + 64 > fds) {
+        srv->cfg.max_connections = fds > 128 ? fds - 64 : 64;
+        char extra[96];
+        snprintf(extra, sizeof extra, "\"max_connections\":%zu",
+                 srv->cfg.max_connections);
+        log_event("warn", "max-connections lowered to RLIMIT_NOFILE", extra);
+    }
 
     srv->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, http__access, srv, MHD_OPTION_EXTERNAL_LOGGER,
         http__mhd_log, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_NOTIFY_COMPLETED, http__completed, srv,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->limits.timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-        MHD_OPTION_END);
+        /* guard.c enforces --max-connections (closing the longest idle
+         * first); libmicrohttpd's own limit, split among its threads, only
+         * needs room for connections being closed. */
+        MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)(2 * cfg->max_connections + 64 * HTTP__IO_THREADS),
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP__IO_THREADS,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP__CONN_MEMORY,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024U, MHD_OPTION_END);
     if (!srv->daemon) {
         snprintf(err, err_cap, "cannot listen on %s port %u: %s", cfg->host,
                  cfg->port, strerror(errno));
@@ -877,6 +596,9 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
     const union MHD_DaemonInfo *info =
         MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info ? info->port : (uint16_t)cfg->port;
+    info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_LISTEN_FD);
+    if (info)
+        guard_listen(srv->guard, info->listen_fd);
     *out = srv;
     return 0;
 }
@@ -884,6 +606,11 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
 uint16_t server_port(const server *srv)
 {
     return srv->port;
+}
+
+const config *server_config(const server *srv)
+{
+    return &srv->cfg;
 }
 
 size_t server_threads(const server *srv)
@@ -914,14 +641,34 @@ void server_quiesce(server *srv)
             close(fd);
         }
     }
+    /* Connections without a request in compute close now. */
+    if (srv->guard)
+        guard_close_idle(srv->guard);
 }
 
 void server_wait(server *srv)
 {
     pthread_mutex_lock(&srv->mu);
-    while (srv->active)
+    while (srv->active || srv->runners)
         pthread_cond_wait(&srv->idle, &srv->mu);
     pthread_mutex_unlock(&srv->mu);
+}
+
+bool server_wait_until(server *srv, const struct timespec *deadline)
+{
+    pthread_mutex_lock(&srv->mu);
+    int rc = 0;
+    while ((srv->active || srv->runners) && rc == 0)
+        rc = pthread_cond_timedwait(&srv->idle, &srv->mu, deadline);
+    bool done = !srv->active && !srv->runners;
+    pthread_mutex_unlock(&srv->mu);
+    return done;
+}
+
+void server_cut_off(server *srv)
+{
+    if (srv->guard)
+        guard_close_all(srv->guard);
 }
 
 void server_stop(server *srv)
@@ -933,6 +680,7 @@ void server_stop(server *srv)
         server_wait(srv);
         MHD_stop_daemon(srv->daemon);
     }
+    guard_free(srv->guard);
     pool_free(srv->pool);
     metrics_free(srv->metrics);
     /* after the daemon: no request holds a stored tensor any more */

@@ -8,8 +8,10 @@
 #ifndef ATTND_SERVER_H
 #define ATTND_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "attn.h"
 #include "config.h"
@@ -18,9 +20,11 @@
 
 typedef struct server server;
 
-/* Starts serving cfg (copied) on cfg->host:cfg->port (port 0: an ephemeral
- * port, see server_port) with libmicrohttpd's thread-per-connection mode and
- * a compute pool of cfg->threads workers (0: config_usable_cores()).
+/* Starts serving cfg (copied, config_resolve'd) on cfg->host:cfg->port
+ * (port 0: an ephemeral port, see server_port) with libmicrohttpd's epoll
+ * mode on a few threads of its own and a compute pool of cfg->threads
+ * workers (0: config_usable_cores()). Raises RLIMIT_NOFILE's soft limit to
+ * the hard one (process-wide) and lowers max_connections to fit it.
  * Limits OpenBLAS to one thread (process-wide) so the pool alone decides
  * how many cores compute. Returns 0 and *out, or -1 with a message in
  * err[0..err_cap) and nothing left running. */
@@ -28,6 +32,10 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap);
 
 /* The TCP port actually bound. */
 uint16_t server_port(const server *srv);
+
+/* The configuration in force (automatic sizes resolved, max_connections
+ * fitted to RLIMIT_NOFILE). */
+const config *server_config(const server *srv);
 
 /* Compute threads of the pool. */
 size_t server_threads(const server *srv);
@@ -44,6 +52,14 @@ void server_quiesce(server *srv);
 /* Blocks until no request is in progress (headers received, response not
  * yet completed). Call after server_quiesce so the count can only fall. */
 void server_wait(server *srv);
+
+/* server_wait up to deadline (CLOCK_MONOTONIC); whether none is left. */
+bool server_wait_until(server *srv, const struct timespec *deadline);
+
+/* The end of the drain: closes every connection left and cancels every
+ * computation (each stops at its next task); server_wait then returns
+ * soon. */
+void server_cut_off(server *srv);
 
 /* Quiesces, waits for requests in flight, stops the daemon (closing idle
  * keep-alive connections) and frees srv. Accepts NULL. Never call it from a

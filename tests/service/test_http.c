@@ -508,17 +508,19 @@ static void *chunked_post(void *arg)
     return NULL;
 }
 
-START_TEST(test_http_chunked_over_limit_413_after_upload)
+START_TEST(test_http_chunked_over_limit_413_cut_off)
 {
     server *s = start_small_body(1000);
-    upload u = {.total = 20000};
+    /* More than loopback's socket buffers hold, so the client is still
+     * sending when it is cut off. */
+    upload u = {.total = 64 << 20};
     chunked_call c = {.port = server_port(s), .u = &u};
     chunked_post(&c);
     ck_assert_int_eq(c.status, 413);
     ck_assert_ptr_nonnull(strstr(c.body, "\"too_large\""));
-    ck_assert_ptr_nonnull(strstr(c.body, "20000 bytes"));
-    /* The whole body was drained, never cut off mid-upload. */
-    ck_assert_uint_eq(u.sent, u.total);
+    ck_assert_ptr_nonnull(strstr(c.body, "--max-body-bytes"));
+    /* Cut off as soon as it passed the limit, not read to its end. */
+    ck_assert_uint_lt(u.sent, u.total);
     /* A chunked body within the limit is read in full and reaches the
      * codec (invalid JSON here: just spaces). */
     upload small = {.total = 900};
@@ -529,8 +531,12 @@ START_TEST(test_http_chunked_over_limit_413_after_upload)
     ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
     wait_idle(s);
     char *m = get_metrics(server_port(s));
-    ck_assert_double_eq(ts_metric(m, "attnd_http_received_bytes_total"),
-                        20000 + 900);
+    ck_assert_double_eq(
+        ts_metric(m, "attnd_connections_closed_total{reason=\"too_large\"}"),
+        1);
+    ck_assert_double_eq(
+        ts_metric(m, "attnd_http_requests_total{path=\"/attend\",status=\"413\"}"),
+        1);
     free(m);
     server_stop(s);
 }
@@ -671,9 +677,10 @@ START_TEST(test_http_trickled_body_cut_at_body_timeout)
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hl);
     curl_easy_cleanup(h);
-    /* The server closed the connection without an answer, well before the
+    /* The server answered 408 and closed the connection, well before the
      * client had sent everything. */
-    ck_assert_msg(rc != CURLE_OK, "trickle got status %ld", status);
+    ck_assert_msg(rc == CURLE_OK && status == 408, "trickle: curl %d, status %ld",
+                  (int)rc, status);
     ck_assert_int_gt(left, 0);
     wait_idle(s);
     ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
@@ -683,6 +690,53 @@ END_TEST
 
 /* -- in-flight limit ----------------------------------------------------- */
 
+/* Tasks that hold every pool worker until released. */
+typedef struct blocker {
+    atomic_size_t started;
+    atomic_int release;
+} blocker;
+
+static void block_task(void *arg, size_t i, size_t worker)
+{
+    (void)i;
+    (void)worker;
+    blocker *b = arg;
+    atomic_fetch_add(&b->started, 1);
+    while (!atomic_load(&b->release))
+        sleep_ms(2);
+}
+
+typedef struct saturate {
+    const attn_executor *exec;
+    blocker *b;
+} saturate;
+
+static void *saturate_pool(void *arg)
+{
+    saturate *s = arg;
+    s->exec->run(s->exec->ctx, s->exec->workers, block_task, s->b);
+    return NULL;
+}
+
+typedef struct heavy_call {
+    uint16_t port;
+    const ts_case *c;
+    long status;
+} heavy_call;
+
+static void *heavy_post(void *arg)
+{
+    heavy_call *h = arg;
+    ts_response r;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = h->c->json,
+                    .body_len = h->c->json_len};
+    ts_http(h->port, &q, &r);
+    h->status = r.status;
+    ts_response_free(&r);
+    return NULL;
+}
+
 START_TEST(test_http_in_flight_limit_503_retry_after)
 {
     config cfg;
@@ -690,18 +744,36 @@ START_TEST(test_http_in_flight_limit_503_retry_after)
     cfg.limits.max_in_flight = 1;
     server *s = ts_start(&cfg);
     uint16_t p = server_port(s);
-    /* One /attend holds the only slot: its body stops halfway until the
-     * gate opens. */
+    /* An upload stopped halfway holds no slot: a slot is taken by work,
+     * from the moment a body is complete. */
     upload u = {.total = 2000, .hold_after = 512, .prefix = "["};
     chunked_call c = {.port = p, .u = &u};
     pthread_t t;
     pthread_create(&t, NULL, chunked_post, &c);
     wait_in_flight(s, 1);
-
     ts_response r;
     ts_request q = {.method = "POST", .path = "/attend",
                     .content_type = "application/json", .body = "{}",
                     .body_len = 2};
+    ts_http(p, &q, &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ts_response_free(&r);
+
+    /* A request computing holds the only slot: every compute thread is
+     * held by a blocking task, so the request waits in the pool. */
+    blocker b = {0};
+    saturate sat = {server_executor(s), &b};
+    pthread_t tb;
+    pthread_create(&tb, NULL, saturate_pool, &sat);
+    while (atomic_load(&b.started) < sat.exec->workers)
+        sleep_ms(2);
+    ts_case k;
+    ts_case_make(&k, 256, 64, 4, 16, NULL); /* large enough for the pool */
+    heavy_call h = {p, &k, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, heavy_post, &h);
+    wait_in_flight(s, 2);
+    sleep_ms(200); /* its body is complete and its slot taken */
     ts_http(p, &q, &r);
     ts_assert_error(&r, 503, "unavailable");
     char v[64];
@@ -711,6 +783,11 @@ START_TEST(test_http_in_flight_limit_503_retry_after)
     /* Probes are not work: they pass the full house. */
     ck_assert_int_eq(ts_get_status(p, "/healthz"), 200);
     ck_assert_int_eq(ts_get_status(p, "/readyz"), 200);
+    atomic_store(&b.release, 1);
+    pthread_join(tb, NULL);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(h.status, 200);
+    ts_case_free(&k);
 
     atomic_store(&u.gate, 1);
     pthread_join(t, NULL);
@@ -805,34 +882,6 @@ START_TEST(test_http_attend_round_trip)
 }
 END_TEST
 
-/* Tasks that hold every pool worker until released. */
-typedef struct blocker {
-    atomic_size_t started;
-    atomic_int release;
-} blocker;
-
-static void block_task(void *arg, size_t i, size_t worker)
-{
-    (void)i;
-    (void)worker;
-    blocker *b = arg;
-    atomic_fetch_add(&b->started, 1);
-    while (!atomic_load(&b->release))
-        sleep_ms(2);
-}
-
-typedef struct saturate {
-    const attn_executor *exec;
-    blocker *b;
-} saturate;
-
-static void *saturate_pool(void *arg)
-{
-    saturate *s = arg;
-    s->exec->run(s->exec->ctx, s->exec->workers, block_task, s->b);
-    return NULL;
-}
-
 START_TEST(test_http_probes_answered_while_pool_saturated)
 {
     /* Every compute thread is held by a task: probes, metrics and request
@@ -860,25 +909,6 @@ START_TEST(test_http_probes_answered_while_pool_saturated)
     pthread_join(t, NULL);
 }
 END_TEST
-
-typedef struct heavy_call {
-    uint16_t port;
-    const ts_case *c;
-    long status;
-} heavy_call;
-
-static void *heavy_post(void *arg)
-{
-    heavy_call *h = arg;
-    ts_response r;
-    ts_request q = {.method = "POST", .path = "/attend",
-                    .content_type = "application/json", .body = h->c->json,
-                    .body_len = h->c->json_len};
-    ts_http(h->port, &q, &r);
-    h->status = r.status;
-    ts_response_free(&r);
-    return NULL;
-}
 
 START_TEST(test_http_health_during_heavy_request)
 {
@@ -938,42 +968,40 @@ static size_t discard(char *d, size_t s, size_t n, void *arg)
     return s * n;
 }
 
-START_TEST(test_http_quiesce_refuses_new_work_on_open_connections)
+START_TEST(test_http_quiesce_closes_idle_and_refuses_new_work)
 {
-    /* One libcurl handle keeps its connection alive across requests. */
-    CURL *h = curl_easy_init();
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%u/healthz", (unsigned)port);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    ck_assert_int_eq(status, 200);
+    /* A keep-alive connection between requests, and one whose upload is
+     * under way. */
+    int idle = ts_connect(port);
+    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+    ck_assert_int_eq(send(idle, probe, sizeof probe - 1, 0),
+                     (ssize_t)sizeof probe - 1);
+    char buf[4096];
+    ck_assert_int_gt(recv(idle, buf, sizeof buf, 0), 0);
+    upload u = {.total = 2000, .hold_after = 512, .prefix = "["};
+    chunked_call c = {.port = port, .u = &u};
+    pthread_t t;
+    pthread_create(&t, NULL, chunked_post, &c);
+    wait_in_flight(srv, 1);
 
     server_begin_shutdown(srv);
     ck_assert_int_eq(ts_get_status(port, "/readyz"), 503);
     server_quiesce(srv);
 
-    /* The open connection still gets answers: new work is refused with
-     * 503 and the connection is closed after it. */
-    snprintf(url, sizeof url, "http://127.0.0.1:%u/attend", (unsigned)port);
-    struct curl_slist *hl =
-        curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
-    ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    ck_assert_int_eq(status, 503);
-    long reused = 0;
-    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &reused);
-    ck_assert_int_eq(reused, 0); /* the same connection as before */
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(h);
+    /* Neither has a request in compute: both are closed at once, the
+     * upload with a 503 first. */
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(idle, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ck_assert_int_eq(recv(idle, buf, sizeof buf, 0), 0);
+    close(idle);
+    atomic_store(&u.gate, 1);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(c.status, 503);
+    ck_assert_ptr_nonnull(strstr(c.body, "\"unavailable\""));
 
     /* No new connections. */
     CURL *n = curl_easy_init();
+    char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%u/healthz", (unsigned)port);
     curl_easy_setopt(n, CURLOPT_URL, url);
     curl_easy_setopt(n, CURLOPT_WRITEFUNCTION, discard);
@@ -1002,7 +1030,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_cors_configured_origins);
     tcase_add_test(t, test_http_metrics_move);
     tcase_add_test(t, test_http_content_length_over_limit_413_before_upload);
-    tcase_add_test(t, test_http_chunked_over_limit_413_after_upload);
+    tcase_add_test(t, test_http_chunked_over_limit_413_cut_off);
     tcase_add_test(t, test_http_transfer_encoding_guards_400);
     tcase_add_test(t, test_http_host_and_repeated_framing_400);
     tcase_add_test(t, test_http_idle_connection_closed_by_timeout);
@@ -1012,7 +1040,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_probes_answered_while_pool_saturated);
     tcase_add_test(t, test_http_health_during_heavy_request);
     tcase_add_test(t, test_http_client_vanishing_mid_response);
-    tcase_add_test(t, test_http_quiesce_refuses_new_work_on_open_connections);
+    tcase_add_test(t, test_http_quiesce_closes_idle_and_refuses_new_work);
     suite_add_tcase(s, t);
     return s;
 }

@@ -57,6 +57,9 @@ long ts_get_status(uint16_t port, const char *path);
 const char *ts_header(const ts_response *r, const char *name, char *buf,
                       size_t cap);
 
+/* A new TCP connection to 127.0.0.1:port (fails the test otherwise). */
+int ts_connect(uint16_t port);
+
 /* Sends raw bytes on a new connection and reads the answer until the server
  * closes, out is full or 10 s pass without data; returns the status of the
  * first response line, -1 when the server closed without an answer, -2 when

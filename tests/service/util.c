@@ -145,15 +145,21 @@ const char *ts_header(const ts_response *r, const char *name, char *buf,
     return NULL;
 }
 
-int ts_raw(uint16_t port, const char *data, size_t len, char *out, size_t cap)
+int ts_connect(uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     ck_assert_int_ge(fd, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+int ts_raw(uint16_t port, const char *data, size_t len, char *out, size_t cap)
+{
+    int fd = ts_connect(port);
     struct timeval tv = {.tv_sec = 10};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     ck_assert_int_eq(send(fd, data, len, MSG_NOSIGNAL), (ssize_t)len);
     size_t got = 0;
     bool timed_out = false;

@@ -1,0 +1,318 @@
+/* attend.c: request bodies and POST /attend's computation.
+ *
+ * Bodies: a declared Content-Length is reserved whole against
+ * --max-buffered-bytes before any byte is read (503 when it does not fit);
+ * a chunked body reserves as it grows, and one that outgrows the budget
+ * (503) or --max-body-bytes (413) is cut off at once: guard.c answers it
+ * raw and closes the connection, since libmicrohttpd 0.9.75 mishandles a
+ * response queued mid-upload. (Without guard.c, on a descriptor it cannot
+ * track, the body is drained and refused when it ends.) The reservation is
+ * released when the body is freed: after parsing, or when the request
+ * ends.
+ *
+ * Compute: a request takes one of --max-in-flight slots only once its body
+ * is complete, so slow uploads never hold a slot. Its connection is then
+ * suspended and a thread of its own parses it, runs it on the compute pool
+ * and builds the response writer, then resumes the connection; the
+ * libmicrohttpd threads never block on compute. The slot is held until the
+ * request ends (its answer holds the results). A client that leaves
+ * meanwhile (guard.c notices) sets the request's cancel flag, which the
+ * pool checks between tasks (pool_set_cancel): the rest of the work is
+ * skipped and the request answers nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/internal.h"
+
+/* Streamed /attend responses are produced in blocks of this size. */
+#define HTTP__BLOCK_SIZE (64 * 1024)
+
+/* The streamed 200 body of /attend. */
+typedef struct http__body {
+    codec_writer *writer;
+    size_t *bytes_out; /* the request's counter; read calls end before the
+                          request-completed callback frees it */
+    guard_conn *gc;
+} http__body;
+
+/* Takes bytes from the budget; false when they do not fit. */
+static bool http__reserve(server *srv, size_t bytes)
+{
+    size_t cur = atomic_load(&srv->buffered);
+    do {
+        if (bytes > srv->cfg.max_buffered_bytes - cur ||
+            cur > srv->cfg.max_buffered_bytes)
+            return false;
+    } while (!atomic_compare_exchange_weak(&srv->buffered, &cur, cur + bytes));
+    return true;
+}
+
+enum MHD_Result http__body_admit(http_request *r, struct MHD_Connection *c,
+                                 unsigned long long declared)
+{
+    server *srv = r->srv;
+    if (declared > srv->cfg.max_buffered_bytes ||
+        !http__reserve(srv, (size_t)declared)) {
+        metrics_closed(srv->metrics, METRICS_CLOSED_BUDGET);
+        return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
+                           "over capacity: a body of %llu bytes does not fit "
+                           "in what --max-buffered-bytes "
+                           "(ATTND_MAX_BUFFERED_BYTES, %zu) leaves for bodies "
+                           "being received; retry later",
+                           declared, srv->cfg.max_buffered_bytes);
+    }
+    r->reserved = (size_t)declared;
+    r->body_hint = (size_t)declared;
+    return MHD_YES;
+}
+
+void http__drop_body(http_request *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->body_len = r->body_cap = 0;
+    if (r->reserved) {
+        atomic_fetch_sub(&r->srv->buffered, r->reserved);
+        r->reserved = 0;
+    }
+}
+
+/* A body refused mid-upload: cut off now when guard.c tracks the
+ * connection (the answer is sent raw and the rest never read), else drained
+ * and answered when it ends (http__attend). */
+static void http__refuse_body(http_request *r, bool budget)
+{
+    server *srv = r->srv;
+    r->discard = true;
+    r->over_budget = budget;
+    http__drop_body(r);
+    if (!r->gc)
+        return;
+    char msg[200];
+    if (budget)
+        snprintf(msg, sizeof msg,
+                 "over capacity: the chunked body outgrew what "
+                 "--max-buffered-bytes (%zu) leaves for bodies being "
+                 "received; retry later",
+                 srv->cfg.max_buffered_bytes);
+    else
+        snprintf(msg, sizeof msg,
+                 "the request body is over the limit --max-body-bytes "
+                 "(ATTND_MAX_BODY_BYTES) of %zu bytes",
+                 srv->cfg.limits.max_body_bytes);
+    r->status = budget ? 503 : 413;
+    r->error_code = budget ? "unavailable" : "too_large";
+    r->cut = true;
+    guard_request_cut_off(r->gc,
+                          budget ? METRICS_CLOSED_BUDGET
+                                 : METRICS_CLOSED_TOO_LARGE,
+                          r->status, r->error_code, msg);
+}
+
+void http__take_body(http_request *r, const char *data, size_t size)
+{
+    size_t max = r->srv->cfg.limits.max_body_bytes;
+    r->bytes_in += size;
+    if (r->discard)
+        return;
+    if (size > max - r->body_len) {
+        http__refuse_body(r, false);
+        return;
+    }
+    if (r->body_len + size > r->body_cap) {
+        /* A declared length is allocated whole, so a body is copied once;
+         * without one the buffer doubles as data arrives, each growth
+         * reserved from the budget first. */
+        size_t cap = r->body_cap ? r->body_cap
+                     : r->body_hint > 16384 ? r->body_hint : 16384;
+        while (cap < r->body_len + size)
+            cap = cap > max / 2 ? max : cap * 2;
+        if (cap > r->reserved) {
+            if (!http__reserve(r->srv, cap - r->reserved)) {
+                http__refuse_body(r, true);
+                return;
+            }
+            r->reserved = cap;
+        }
+        char *b = realloc(r->body, cap);
+        if (!b) {
+            /* Treated like an oversized body: drained, then refused. */
+            r->discard = true;
+            http__drop_body(r);
+            return;
+        }
+        r->body = b;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, size);
+    r->body_len += size;
+}
+
+static ssize_t http__body_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    http__body *b = cls;
+    size_t n = codec_writer_read(b->writer, buf, max);
+    if (n == 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    *b->bytes_out += n;
+    if (b->gc)
+        guard_request_sent(b->gc, n);
+    return (ssize_t)n;
+}
+
+static void http__body_free(void *cls)
+{
+    http__body *b = cls;
+    codec_writer_free(b->writer);
+    free(b);
+}
+
+/* The computation of one request, on its own thread (or, when no thread
+ * can be started, on the libmicrohttpd thread). Touches r only until it
+ * resumes the connection. */
+static void *http__compute(void *arg)
+{
+    http_request *r = arg;
+    server *srv = r->srv;
+    codec_request *req = NULL;
+    memset(&r->err, 0, sizeof r->err);
+    r->failed = true;
+    pool_set_cancel(&r->cancel);
+    if (!atomic_load(&r->cancel)) {
+        int rc = codec_parse_with(r->body ? r->body : "", r->body_len,
+                                  &srv->cfg.limits, srv->store, &req,
+                                  &r->err);
+        /* The parsed request owns copies of everything it needs. */
+        http__drop_body(r);
+        double seconds = 0;
+        if (rc == 0 &&
+            codec_run(req, pool_executor(srv->pool), &r->err, &seconds) == 0) {
+            metrics_compute(srv->metrics, seconds);
+            r->failed = false;
+        }
+    }
+    pool_set_cancel(NULL);
+    if (atomic_load(&r->cancel)) {
+        /* Its client has gone: whatever was computed is discarded. */
+        metrics_cancelled(srv->metrics);
+        r->failed = true;
+        memset(&r->err, 0, sizeof r->err);
+        codec_error_set(&r->err, ERRORS_UNAVAILABLE, NULL,
+                        "the computation was cancelled");
+    } else if (!r->failed) {
+        r->writer = codec_writer_new(req); /* owns req from here */
+        req = NULL;
+        if (!r->writer) {
+            r->failed = true;
+            codec_error_set(&r->err, ERRORS_UNAVAILABLE, NULL,
+                            "out of memory for the response");
+        }
+    }
+    codec_request_free(req);
+    r->computed = true;
+    MHD_resume_connection(r->conn);
+    pthread_mutex_lock(&srv->mu);
+    if (--srv->runners == 0)
+        pthread_cond_broadcast(&srv->idle);
+    pthread_mutex_unlock(&srv->mu);
+    return NULL;
+}
+
+enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
+{
+    server *srv = r->srv;
+    if (r->computed) {
+        /* Resumed: answer. */
+        if (r->failed)
+            return http__send_error(r, c, &r->err, NULL);
+        http__body *b = malloc(sizeof *b);
+        if (!b)
+            return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
+                               "out of memory for the response");
+        b->writer = r->writer;
+        r->writer = NULL;
+        b->bytes_out = &r->bytes_out;
+        b->gc = r->gc;
+        struct MHD_Response *resp = MHD_create_response_from_callback(
+            MHD_SIZE_UNKNOWN, HTTP__BLOCK_SIZE, http__body_read, b,
+            http__body_free);
+        if (!resp) {
+            http__body_free(b);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                "application/json");
+        if (r->gc)
+            guard_request_send(r->gc);
+        /* bytes_out starts at 0 and grows block by block as it is sent. */
+        return http__queue(r, c, 200, resp, 0);
+    }
+    if (r->suspended)
+        return MHD_YES;
+    if (r->discard && r->over_budget) {
+        metrics_closed(srv->metrics, METRICS_CLOSED_BUDGET);
+        return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
+                           "over capacity: the chunked body outgrew what "
+                           "--max-buffered-bytes (ATTND_MAX_BUFFERED_BYTES, "
+                           "%zu) leaves for bodies being received; retry "
+                           "later",
+                           srv->cfg.max_buffered_bytes);
+    }
+    if (r->discard) {
+        metrics_closed(srv->metrics, METRICS_CLOSED_TOO_LARGE);
+        return http__error(r, c, ERRORS_TOO_LARGE, NULL,
+                           "the request body has %zu bytes; the limit "
+                           "--max-body-bytes (ATTND_MAX_BODY_BYTES) is %zu",
+                           r->bytes_in, srv->cfg.limits.max_body_bytes);
+    }
+    if (r->route_tensors) {
+        /* POST /tensors: hashed and stored here, no compute. */
+        codec_error err;
+        memset(&err, 0, sizeof err);
+        store_http_answer ans;
+        int rc = store_http_post(
+            srv->store,
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                        MHD_HTTP_HEADER_CONTENT_TYPE),
+            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "shape"),
+            r->body, r->body_len, &ans, &err);
+        http__drop_body(r);
+        return http__store_answer(r, c, rc, &ans, &err);
+    }
+    if (atomic_load(&srv->refusing)) {
+        http__drop_body(r);
+        return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
+                           "shutting down: not accepting new work");
+    }
+    size_t prev = atomic_fetch_add(&srv->attend_in_flight, 1);
+    if (prev >= srv->cfg.limits.max_in_flight) {
+        atomic_fetch_sub(&srv->attend_in_flight, 1);
+        http__drop_body(r);
+        return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
+                           "over capacity: %zu requests are computing, the "
+                           "limit --max-in-flight (ATTND_MAX_IN_FLIGHT); "
+                           "retry later",
+                           srv->cfg.limits.max_in_flight);
+    }
+    r->attend_slot = true;
+    r->suspended = true;
+    pthread_mutex_lock(&srv->mu);
+    srv->runners++;
+    pthread_mutex_unlock(&srv->mu);
+    if (r->gc)
+        guard_request_work(r->gc, &r->cancel);
+    MHD_suspend_connection(c);
+    pthread_attr_t attr;
+    pthread_t t;
+    bool started = false;
+    if (pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &attr, http__compute, r) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started)
+        http__compute(r); /* no thread to spare: compute here */
+    return MHD_YES;
+}

@@ -1,0 +1,94 @@
+/* guard.h: the connection layer under libmicrohttpd. It sees every byte a
+ * client sends before libmicrohttpd does and every connection before it is
+ * accepted, and enforces what libmicrohttpd 0.9.75 cannot:
+ *
+ *   - strict framing (RFC 9112): a request's header section is held back
+ *     until it is complete and valid; whitespace before a colon, obs-fold,
+ *     a bare CR, a bad or comma-repeated Content-Length, an unknown
+ *     Transfer-Encoding, an oversized request line or header section are
+ *     answered here, once, with the contract's JSON error body;
+ *   - deadlines: the header section within --header-timeout of its first
+ *     byte, bodies at --min-body-rate and within --body-timeout, responses
+ *     read at --min-send-rate (each averaged over --rate-window);
+ *   - connection limits: --max-connections-per-ip, and --max-connections
+ *     reached by closing the longest-idle keep-alive connection first;
+ *   - on shutdown, closing every connection without a request in compute;
+ *   - noticing a client that leaves while its request computes.
+ *
+ * How: the executable defines accept4, recv and close, which libmicrohttpd
+ * (a shared library) calls through the dynamic linker, so they reach this
+ * layer first; every other caller and descriptor passes straight through
+ * to the system calls. A sweeper thread (4 ticks a second) applies the
+ * deadlines. A connection it closes gets a raw answer first when one can
+ * still be sent (408 for the slow, 503 when shutting down) and is then shut
+ * down, which libmicrohttpd sees as the client leaving. */
+#ifndef ATTND_GUARD_H
+#define ATTND_GUARD_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "metrics.h"
+
+typedef struct guard guard;
+typedef struct guard_conn guard_conn;
+
+/* Starts the layer for cfg (borrowed; it must outlive the guard) with its
+ * sweeper thread; counts go to m (borrowed). Returns 0 and *out, or -1. */
+int guard_start(const config *cfg, metrics *m, guard **out);
+
+/* Descriptors the layer can track (RLIMIT_NOFILE after start); a
+ * connection on a higher one is refused. */
+size_t guard_max_descriptors(void);
+
+/* Connections accepted on listening socket fd are this guard's. */
+void guard_listen(guard *g, int fd);
+
+/* Stops the sweeper and frees g; its connections must all be closed.
+ * Accepts NULL. */
+void guard_free(guard *g);
+
+/* The connection of socket fd (a request's; borrowed until the socket is
+ * closed, which libmicrohttpd does only after the request has completed),
+ * or NULL when fd is not one this layer tracks. */
+guard_conn *guard_conn_of(int fd);
+
+/* A request's stages at the application, in order. The first access
+ * handler call begins it (its body, if any, may still be arriving); WORK
+ * is while it is suspended for compute, cancel being set if the client
+ * leaves meanwhile; SEND while a streamed response is being read by the
+ * client (sent counts its bytes); end when libmicrohttpd completes it. */
+void guard_request_begin(guard_conn *gc);
+void guard_request_responded(guard_conn *gc);
+void guard_request_work(guard_conn *gc, atomic_bool *cancel);
+void guard_request_send(guard_conn *gc);
+void guard_request_sent(guard_conn *gc, size_t bytes);
+void guard_request_end(guard_conn *gc);
+
+/* Cuts the current request off now: answers status (code, message) raw
+ * when no answer has begun, then shuts the connection down; counted under
+ * why. For a body that must not be read further. */
+void guard_request_cut_off(guard_conn *gc, metrics_close why, int status,
+                           const char *code, const char *message);
+
+/* Why the layer cut the current request off (a METRICS_CLOSED_* + 1), or 0. */
+int guard_request_cut(const guard_conn *gc);
+
+/* Shutdown, step 1: every connection whose request is not in compute or
+ * sending its answer is closed now (an upload in progress gets 503 first),
+ * and each such one from now on as soon as it is. */
+void guard_close_idle(guard *g);
+
+/* Shutdown, last step: every remaining connection is closed and every
+ * computation cancelled. */
+void guard_close_all(guard *g);
+
+/* Open connections and, of those, keep-alive ones between requests. */
+void guard_counts(guard *g, size_t *open, size_t *idle);
+
+/* Whether origin is one of the comma-separated origins in list. */
+bool guard_origin_listed(const char *list, const char *origin);
+
+#endif
