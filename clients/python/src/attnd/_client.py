@@ -22,9 +22,10 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
 import numpy as np
+from numpy.typing import NDArray
 
 from . import _wire
 
@@ -100,12 +101,12 @@ class Result:
     ``extra`` every other field of the answer (``tokens``, ``analysis``,
     ...) unchanged.
     """
-    output: Optional[np.ndarray] = None
-    attention: Optional[np.ndarray] = None
-    value_norms: Optional[np.ndarray] = None
-    q: Optional[np.ndarray] = None
-    k: Optional[np.ndarray] = None
-    rollout: Optional[np.ndarray] = None
+    output: Optional[NDArray[Any]] = None
+    attention: Optional[NDArray[Any]] = None
+    value_norms: Optional[NDArray[Any]] = None
+    q: Optional[NDArray[Any]] = None
+    k: Optional[NDArray[Any]] = None
+    rollout: Optional[NDArray[Any]] = None
     layers: Optional[List["Result"]] = None
     meta: Dict[str, Any] = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
@@ -151,8 +152,8 @@ class Client:
         self.stats: Dict[str, int] = {"uploads": 0, "refs_sent": 0,
                                       "inline_retries": 0}
         self._lock = threading.Lock()
-        self._stored: set = set()   # refs the server is believed to hold
-        self._seen: set = set()     # refs of large non-weights sent once
+        self._stored: Set[str] = set()   # refs the server is believed to hold
+        self._seen: Set[str] = set()     # refs of large non-weights sent once
         self._store_ok = True       # False: no store (404) or gave up
         self._ref_failures = 0
         self._strict: Optional[bool] = None  # refuses unknown fields?
@@ -368,7 +369,7 @@ class Client:
                 return {"ref": ref, "shape": [int(d) for d in a.shape]}
         return _wire.tensor_object(a)
 
-    def _ref_for(self, a: np.ndarray, weight: bool) -> Optional[str]:
+    def _ref_for(self, a: NDArray[Any], weight: bool) -> Optional[str]:
         """The ref to send for a, uploading it first when the server does
         not hold it yet; None to send it inline (no store, or a large
         non-weight seen for the first time)."""
@@ -415,14 +416,15 @@ class Client:
     def _request_json(self, method: str, path: str, body: bytes,
                       content_type: str) -> Dict[str, Any]:
         _, data = self._request(method, path, body, content_type)
-        return json.loads(data.decode("utf-8"))
+        doc: Dict[str, Any] = json.loads(data.decode("utf-8"))
+        return doc
 
 
 def _is_float_array(value: Any) -> bool:
     """True for an array or tensor of floats given under a field name this
     client does not know (a newer server's): it goes as a tensor object."""
     if isinstance(value, np.ndarray):
-        return value.dtype.kind == "f"
+        return bool(value.dtype.kind == "f")
     if _wire.is_torch(value):
         return bool(value.is_floating_point())
     return False

@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from . import _wire
 
@@ -52,8 +53,8 @@ def _same(a: Any, b: Any) -> bool:
             and a.device == b.device and bool(torch.equal(a, b)))
 
 
-def _split_float_mask(m: np.ndarray, name: str
-                      ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+def _split_float_mask(m: NDArray[Any], name: str
+                      ) -> Tuple[NDArray[Any], Optional[NDArray[Any]]]:
     """A PyTorch additive mask as (hidden: bool, bias: float32 or None):
     -inf entries hide the key, the finite rest is the bias (None when it
     is all zero)."""
@@ -66,7 +67,7 @@ def _split_float_mask(m: np.ndarray, name: str
 
 
 def _mask_array(mask: Any, name: str
-                ) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+                ) -> Tuple[NDArray[Any], Optional[NDArray[Any]]]:
     """(hidden, bias) of a boolean, byte or float PyTorch mask."""
     a = _wire.to_numpy(mask)
     if a.dtype.kind == "f":
@@ -77,7 +78,7 @@ def _mask_array(mask: Any, name: str
                      % (name, a.dtype))
 
 
-def _weights(module: Any) -> Dict[str, np.ndarray]:
+def _weights(module: Any) -> Dict[str, NDArray[Any]]:
     """The module's projections in the in_out layout, with their biases."""
     E = module.embed_dim
     if getattr(module, "_qkv_same_embed_dim", True) and \
@@ -138,7 +139,7 @@ def mha_request(module: Any, query: Any, key: Any, value: Any,
     self_attention = _same(key, query)
     value_is_key = _same(value, key)
 
-    def rows(t: Any) -> np.ndarray:
+    def rows(t: Any) -> NDArray[Any]:
         a = _wire.as_float32(t)
         if batched and not batch_first:
             a = np.ascontiguousarray(a.transpose(1, 0, 2))
@@ -177,6 +178,7 @@ def mha_request(module: Any, query: Any, key: Any, value: Any,
         # A finite float key_padding_mask adds to every query's row: its
         # [B][m] (or [m]) broadcast over queries, and over heads when the
         # attn_mask bias has them.
+        full: Tuple[int, ...]
         if batched:
             kb, full = bias_kpm[:, None, :], (B, n, m)
             if bias is not None and bias.ndim == 4:

@@ -13,6 +13,7 @@ import hashlib
 from typing import Any, Dict, Optional
 
 import numpy as np
+from numpy.typing import NDArray
 
 # Request fields whose values are float tensors (v1 and v2). Any of them
 # may be a tensor object or, in v2, a {"ref": ...} to the tensor store.
@@ -39,7 +40,7 @@ def is_torch(value: Any) -> bool:
             and hasattr(value, "detach"))
 
 
-def to_numpy(value: Any) -> np.ndarray:
+def to_numpy(value: Any) -> NDArray[Any]:
     """A NumPy view or copy of a NumPy array, torch tensor, list or scalar.
     Float torch tensors of any precision (bfloat16 included, which NumPy
     lacks) come out as float32; others keep their dtype."""
@@ -47,23 +48,23 @@ def to_numpy(value: Any) -> np.ndarray:
         t = value.detach()
         if t.is_floating_point():
             t = t.float()
-        return t.cpu().numpy()
+        return np.asarray(t.cpu().numpy())
     return np.asarray(value)
 
 
-def as_float32(value: Any) -> np.ndarray:
+def as_float32(value: Any) -> NDArray[Any]:
     """value as a C-ordered little-endian float32 array (the wire layout and
     the bytes a ref hashes)."""
     return np.ascontiguousarray(to_numpy(value), dtype="<f4")
 
 
-def tensor_object(a: np.ndarray) -> Dict[str, Any]:
+def tensor_object(a: NDArray[Any]) -> Dict[str, Any]:
     """The tensor object of a float32 array (see as_float32)."""
     return {"dtype": "float32", "shape": [int(d) for d in a.shape],
             "data": base64.b64encode(a.tobytes()).decode("ascii")}
 
 
-def sha256_ref(a: np.ndarray) -> str:
+def sha256_ref(a: NDArray[Any]) -> str:
     """The store's name for a float32 array: "sha256:" and the hex digest of
     its little-endian bytes in row-major order."""
     return "sha256:" + hashlib.sha256(a.tobytes()).hexdigest()
@@ -74,7 +75,7 @@ def is_tensor_object(value: Any) -> bool:
             and value.get("dtype") == "float32")
 
 
-def decode_tensor(value: Dict[str, Any]) -> np.ndarray:
+def decode_tensor(value: Dict[str, Any]) -> NDArray[Any]:
     """A tensor object as a writable float32 array of its shape."""
     raw = bytearray(base64.b64decode(value["data"]))
     shape = tuple(int(d) for d in value["shape"])

@@ -139,14 +139,17 @@ def _llama(module: Any, config: Any, rotary_emb: Any,
                                 "style": "half"}
         if 2 * len(freqs) != d_k:
             rope["dim"] = 2 * len(freqs)
-        factor = getattr(rot, "attention_scaling", 1.0)
+        factor = getattr(rot, "attention_scaling", None)
         if factor is not None and float(factor) != 1.0:
             rope["attention_factor"] = float(factor)
         f["rope"] = rope
     qn, kn = getattr(module, "q_norm", None), getattr(module, "k_norm", None)
     if qn is not None and kn is not None and hasattr(qn, "weight"):
-        eps = getattr(qn, "variance_epsilon", None) or getattr(qn, "eps",
-                                                                1e-6)
+        eps: Any = getattr(qn, "variance_epsilon", None)
+        if eps is None:
+            eps = getattr(qn, "eps", None)
+        if eps is None:
+            eps = 1e-6
         f["qk_norm"] = {
             "q_weight": _wire.plain(qn.weight.detach()),
             "k_weight": _wire.plain(kn.weight.detach()),
