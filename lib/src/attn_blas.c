@@ -1,8 +1,10 @@
-/* attn_blas.c: the fast kernel. Projections and both attention products go
- * through cblas_sgemm; scale, mask and softmax are fused in one pass over
- * each row of scores. Outputs only, on a CPU with AVX-512F, the attention
- * itself is attn_flash.c's fused kernel instead (d_k <= 256, d_v <= 128;
- * on an executor, or with OpenBLAS on one thread).
+/* attn_blas.c: the fast kernel's phases. Projections and both attention
+ * products go through cblas_sgemm; the score rules, the mask and the
+ * softmax are fused in one pass over each row of scores, over the keys the
+ * tile's rows can see (attn_visible.c). Outputs only, on a CPU with
+ * AVX-512F, the attention itself is attn_flash.c's fused kernel instead
+ * (d_k <= 256, d_v <= 128; on an executor, or with OpenBLAS on one
+ * thread). The call's planning is attn_job.c's.
  * The only file that includes cblas.h. */
 #include <cblas.h>
 #include <math.h>
@@ -12,10 +14,8 @@
 #include <time.h>
 
 #include "attn_coretype.h"
-#include "attn_heads.h"
-#include "attn_qk.h"
-
 #include "attn_job.h"
+#include "attn_qk.h"
 
 /* out[rows][cols] = in[rows][in_w] W[in_w][cols] + bias */
 static void attn__project(float *out, const float *in, const float *w,

@@ -37,8 +37,8 @@ int attn__ref_visible(const attn_params *p, size_t b, size_t i, size_t a,
                       size_t c);
 
 /* Row softmax over s[0..len) in place, with keys at and beyond `visible`
- * hidden and keys whose pad[j] is nonzero hidden (pad, the row's hidden
- * flags from attn__vis_row, may be NULL).
+ * hidden and keys whose hide[j] is nonzero hidden (hide, the row's hidden
+ * flags from attn_visible.c or the key padding itself, may be NULL).
  * Masked entries become exactly 0. With normalize 0 the row is left as
  * exp(s - max), and *inv_sum (always set) is what normalises it: callers
  * that only need A V scale the d_v outputs instead of the m weights.
@@ -46,7 +46,7 @@ int attn__ref_visible(const attn_params *p, size_t b, size_t i, size_t a,
  * 1. Returns -1 when the row holds +inf or NaN scores (finite inputs whose
  * products overflowed), 0 otherwise. */
 int attn__softmax_row(float *s, size_t len, size_t visible,
-                      const unsigned char *pad, int normalize,
+                      const unsigned char *hide, int normalize,
                       float *inv_sum);
 
 /* The same without normalising, out of place: the row of scores s becomes
@@ -55,13 +55,13 @@ int attn__softmax_row(float *s, size_t len, size_t visible,
  * scores buffer kept at zero this way takes the next product with beta = 1,
  * which spares OpenBLAS its own zeroing pass over it. */
 int attn__softmax_into(float *s, float *p, size_t len, size_t visible,
-                       const unsigned char *pad, float *inv_sum);
+                       const unsigned char *hide, float *inv_sum);
 
 /* For the tests: the softmax with the kernels of one instruction set
  * (0 scalar, 1 AVX2, 2 AVX-512), in place when p == s. Returns -2 when
  * this CPU lacks them. */
 int attn__softmax_isa(int isa, float *s, float *p, size_t len,
-                      size_t visible, const unsigned char *pad, int normalize,
+                      size_t visible, const unsigned char *hide, int normalize,
                       float *inv_sum);
 
 /* The fused outputs-only kernel (attn_flash.c): query rows q0 .. q0+rows

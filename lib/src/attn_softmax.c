@@ -266,7 +266,7 @@ static attn__isa attn__cpu(void)
 
 /* attn__softmax_into with the kernels of isa. */
 static int attn__softmax(float *s, float *p, size_t len, size_t visible,
-                         const unsigned char *pad, int normalize,
+                         const unsigned char *hide, int normalize,
                          float *inv_sum, attn__isa isa)
 {
     float sum;
@@ -275,9 +275,9 @@ static int attn__softmax(float *s, float *p, size_t len, size_t visible,
     *inv_sum = 0.0f;
     if (visible > len)
         visible = len;
-    if (pad != NULL)
+    if (hide != NULL)
         for (j = 0; j < visible; j++)
-            if (pad[j])
+            if (hide[j])
                 s[j] = -INFINITY;
     if (visible < len) { /* most rows see every key: no call at all */
         memset(p + visible, 0, (len - visible) * sizeof(float));
@@ -308,7 +308,7 @@ static int attn__softmax(float *s, float *p, size_t len, size_t visible,
         /* every visible score was -inf: a masked row, or finite scores that
          * overflowed to -inf, and only the first is a row of zeros */
         for (j = 0; j < visible; j++)
-            if (pad == NULL || !pad[j])
+            if (hide == NULL || !hide[j])
                 return -1;
         return 1;
     }
@@ -328,26 +328,26 @@ static int attn__softmax(float *s, float *p, size_t len, size_t visible,
 }
 
 int attn__softmax_row(float *s, size_t len, size_t visible,
-                      const unsigned char *pad, int normalize, float *inv_sum)
+                      const unsigned char *hide, int normalize, float *inv_sum)
 {
-    return attn__softmax(s, s, len, visible, pad, normalize, inv_sum,
+    return attn__softmax(s, s, len, visible, hide, normalize, inv_sum,
                          attn__cpu());
 }
 
 int attn__softmax_into(float *s, float *p, size_t len, size_t visible,
-                       const unsigned char *pad, float *inv_sum)
+                       const unsigned char *hide, float *inv_sum)
 {
-    return attn__softmax(s, p, len, visible, pad, 0, inv_sum, attn__cpu());
+    return attn__softmax(s, p, len, visible, hide, 0, inv_sum, attn__cpu());
 }
 
 int attn__softmax_isa(int isa, float *s, float *p, size_t len,
-                      size_t visible, const unsigned char *pad, int normalize,
+                      size_t visible, const unsigned char *hide, int normalize,
                       float *inv_sum)
 {
     attn__isa have = attn__cpu();
 
     if (isa < 0 || isa > (int)have)
         return -2;
-    return attn__softmax(s, p, len, visible, pad, normalize, inv_sum,
+    return attn__softmax(s, p, len, visible, hide, normalize, inv_sum,
                          (attn__isa)isa);
 }
