@@ -4,7 +4,9 @@
 #                                the embedded assets, libattn.a
 #   $(BUILD)/tests/test_service  every service object but main.o, and the
 #                                suites of tests/service/ over real HTTP
-#   make serve                   build and run attnd on :8080
+#   make serve                   build and run attnd on $(HOST):$(PORT)
+#                                (PORT=N make run: port N; default
+#                                0.0.0.0:8080)
 #   make test-service[-asan]     the service suites (ASan+UBSan twin)
 #
 # Other fragments may append to SERVICE_LIBS (extra link flags, e.g.
@@ -48,8 +50,12 @@ $(BUILD)/tests/test_service: $(SERVICE_TEST_OBJS) \
 
 .PHONY: serve test-service test-service-asan
 
+# The environment's PORT and HOST win over these defaults (make's ?=).
+PORT ?= 8080
+HOST ?= 0.0.0.0
+
 serve: $(BUILD)/attnd
-	exec $(BUILD)/attnd --port 8080
+	exec $(BUILD)/attnd --port $(PORT) --host $(HOST)
 
 # ATTND_BIN: the binary the drain test spawns as a child process.
 test-service: $(BUILD)/tests/test_service $(BUILD)/attnd
