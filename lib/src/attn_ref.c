@@ -165,8 +165,10 @@ static double attn__ref_score(const attn_params *p, size_t b, size_t i,
         s += (double)map[a * d->m + c];
     }
     if (p->alibi_slopes != NULL) {
-        double dist = fabs((double)attn__ref_qpos(p, b, a) -
-                           (double)attn__ref_kpos(p, b, c));
+        /* the difference in int64_t: both positions are >= 0, and far
+         * from 0 a double could not tell them apart */
+        int64_t diff = attn__ref_qpos(p, b, a) - attn__ref_kpos(p, b, c);
+        double dist = fabs((double)diff);
         s -= (double)p->alibi_slopes[i] * dist;
     }
     return s;

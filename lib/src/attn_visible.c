@@ -298,6 +298,17 @@ static size_t attn__vis_search(const attn__vis *v, size_t b, int64_t t,
 {
     size_t lo = 0, hi = v->m;
 
+    if (v->p->key_positions == NULL &&
+        (v->p->memory != NULL || v->p->positions == NULL)) {
+        /* key positions 0 .. m-1: the answer is t itself */
+        int64_t first;
+        if (!inclusive && t == INT64_MAX)
+            return v->m;
+        first = inclusive ? t : t + 1;
+        return first <= 0 ? 0
+               : (uint64_t)first >= (uint64_t)v->m ? v->m
+                                                   : (size_t)first;
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         int64_t kp = attn__vis_kpos(v, b, mid);

@@ -24,7 +24,9 @@ typedef enum rl_pos {
     RL_POS_OFFSET,      /* per batch element: queries from 3 + 5b, keys
                            from 5b (cross) */
     RL_POS_UNSORTED,    /* keys in falling order (the search-free paths) */
-    RL_POS_DECODE       /* the queries are the last n of m positions */
+    RL_POS_DECODE,      /* the queries are the last n of m positions */
+    RL_POS_HUGE         /* OFFSET's, plus INT64_MAX - 1000 (no overflow
+                           in the window and causal bounds) */
 } rl_pos;
 
 typedef struct rl_spec {
@@ -136,6 +138,10 @@ static const rl_spec rl_table[] = {
      .left = 45, .right = U, .globals = true, .softcap = 3.0f,
      .qkn = ATTN_QK_NORM_HEAD, .d_val = 10, .w_o = true,
      .pos = RL_POS_OFFSET},
+    {.name = "huge_positions", .B = 2, .n = 40, .m = 50, .d_model = 16,
+     .h = 2, .g = 2, .d_k = 8, .d_v = 8, .cross = true,
+     .mask = ATTN_MASK_CAUSAL, .window = true, .left = 7, .right = 3,
+     .alibi = true, .pos = RL_POS_HUGE},
     {.name = "all_masked_rows", .B = 2, .n = 24, .m = 24, .d_model = 16,
      .h = 2, .g = 2, .d_k = 8, .d_v = 8, .mask_form = 4,
      .pad = TL_PAD_ALL_B0, .window = true, .left = 2, .right = 0},
@@ -202,12 +208,16 @@ static void rl_case_init(rl_case *rc, const rl_spec *s, uint64_t seed)
             for (size_t a = 0; a < s->n; a++)
                 rc->pos[b * s->n + a] =
                     s->pos == RL_POS_DECODE ? (int64_t)(s->m - s->n + a)
+                    : s->pos == RL_POS_HUGE
+                        ? INT64_MAX - 1000 + (int64_t)(a + 3 + 5 * b)
                     : s->pos == RL_POS_OFFSET
                         ? (int64_t)(a + 3 + 5 * b)
                         : (int64_t)(a * s->m / s->n + b);
             for (size_t c = 0; c < s->m; c++)
                 rc->kpos[b * s->m + c] =
                     s->pos == RL_POS_UNSORTED ? (int64_t)(s->m - 1 - c)
+                    : s->pos == RL_POS_HUGE
+                        ? INT64_MAX - 1000 + (int64_t)(c + 5 * b)
                     : s->pos == RL_POS_OFFSET ? (int64_t)(c + 5 * b)
                                               : (int64_t)c;
         }
