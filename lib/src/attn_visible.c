@@ -4,11 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "attn_exp.h"
 #include "attn_visible.h"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #define ATTN__VIS_UNBOUNDED UINT64_MAX
 
@@ -59,6 +56,9 @@ void attn__vis_rules(attn__vis *v, const attn_params *p)
     v->has_global = v->window && p->n_global > 0;
     v->adjust = p->softcap > 0.0f || p->score_bias.data != NULL ||
                 p->alibi_slopes != NULL;
+#ifdef ATTN__HAVE_X86
+    v->avx512 = __builtin_cpu_supports("avx512f") != 0;
+#endif
 }
 
 int attn__vis_init(attn__vis *v, const attn_params *p)
@@ -420,6 +420,68 @@ void attn__vis_bits(const attn__vis *v, size_t b, size_t i, size_t a,
     }
 }
 
+#ifdef ATTN__HAVE_X86
+/* tanh on 16 lanes: the odd series to y^9 below |y| = 0.1 (its next term
+ * is under 1e-13 there), sign(y) (1 - t) / (1 + t) with t = e^(-2|y|)
+ * above (at most a factor 5 of cancellation: relative error ~1e-6). A NaN
+ * stays NaN; +-inf gives +-1, as tanhf does. */
+__attribute__((target("avx512f"))) static inline __m512
+attn__tanh512(__m512 y)
+{
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    __m512 a = _mm512_abs_ps(y), y2 = _mm512_mul_ps(y, y);
+    __m512 poly = _mm512_set1_ps((float)(62.0 / 2835.0));
+    __m512 t, big, small;
+
+    poly = _mm512_fmadd_ps(poly, y2, _mm512_set1_ps((float)(-17.0 / 315.0)));
+    poly = _mm512_fmadd_ps(poly, y2, _mm512_set1_ps((float)(2.0 / 15.0)));
+    poly = _mm512_fmadd_ps(poly, y2, _mm512_set1_ps((float)(-1.0 / 3.0)));
+    poly = _mm512_fmadd_ps(poly, y2, _mm512_set1_ps(1.0f));
+    small = _mm512_mul_ps(y, poly);
+    t = attn__exp2_512(
+        _mm512_mul_ps(a, _mm512_set1_ps((float)(-2.0 * M_LOG2E))));
+    big = _mm512_div_ps(_mm512_sub_ps(_mm512_set1_ps(1.0f), t),
+                        _mm512_add_ps(_mm512_set1_ps(1.0f), t));
+    big = _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_castps_si512(big),
+        _mm512_and_si512(_mm512_castps_si512(y), sign)));
+    return _mm512_mask_blend_ps(
+        _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.1f), _CMP_LT_OQ), big, small);
+}
+
+/* attn__vis_adjust 16 scores at a time: the softcap, the bias row, and
+ * ALiBi when the distance of key k0 + c is |d0 - c| (key positions
+ * 0 .. m-1), exact in float. */
+__attribute__((target("avx512f"))) static void
+attn__vis_adjust512(float *s, size_t len, float unit, float cap,
+                    const float *bias, float slope, float d0)
+{
+    const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
+                                      5, 4, 3, 2, 1, 0);
+    const __m512 vunit = _mm512_set1_ps(unit);
+    const __m512 vinv = _mm512_set1_ps(1.0f / unit);
+    const __m512 vcap = _mm512_set1_ps(cap);
+    const __m512 vinv_cap = _mm512_set1_ps(cap > 0.0f ? 1.0f / cap : 0.0f);
+
+    for (size_t j = 0; j < len; j += 16) {
+        __mmask16 k = len - j >= 16 ? (__mmask16)0xFFFF
+                                    : (__mmask16)((1u << (len - j)) - 1);
+        __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), vinv);
+        if (cap > 0.0f)
+            x = _mm512_mul_ps(vcap,
+                              attn__tanh512(_mm512_mul_ps(x, vinv_cap)));
+        if (bias != NULL)
+            x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, bias + j));
+        if (slope != 0.0f) {
+            __m512 c = _mm512_add_ps(lane, _mm512_set1_ps((float)j));
+            __m512 dist = _mm512_abs_ps(_mm512_sub_ps(_mm512_set1_ps(d0), c));
+            x = _mm512_sub_ps(x, _mm512_mul_ps(_mm512_set1_ps(slope), dist));
+        }
+        _mm512_mask_storeu_ps(s + j, k, _mm512_mul_ps(x, vunit));
+    }
+}
+#endif
+
 void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
                       size_t k0, float *s, size_t len, float unit)
 {
@@ -435,6 +497,22 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
     if (p->score_bias.data != NULL)
         bias = (const float *)p->score_bias.data + b * p->score_bias.stride_b +
                i * p->score_bias.stride_h + a * v->m + k0;
+#ifdef ATTN__HAVE_X86
+    if (v->avx512) {
+        /* ALiBi in float when every distance is an exact float: key
+         * positions 0 .. m-1 and |qp - k0| + len < 2^24 */
+        int identity = p->key_positions == NULL &&
+                       (p->memory != NULL || p->positions == NULL);
+        int64_t d0 = qp - (int64_t)k0;
+        if (slope == 0.0 ||
+            (identity && d0 < ((int64_t)1 << 23) &&
+             d0 > -((int64_t)1 << 23) && len < ((size_t)1 << 23))) {
+            attn__vis_adjust512(s, len, unit, cap, bias, (float)slope,
+                                (float)d0);
+            return;
+        }
+    }
+#endif
     for (size_t c = 0; c < len; c++) {
         float x = s[c] * inv_unit;
         if (cap > 0.0f)

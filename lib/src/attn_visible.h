@@ -35,6 +35,7 @@ typedef struct attn__vis {
     int adjust;           /* softcap, bias or ALiBi change the scores */
     int hide_rows;        /* rows need per-key flags beyond their range */
     int pad_only;         /* ... and those flags are the key padding alone */
+    int avx512;           /* attn__vis_adjust may use AVX-512F */
     unsigned char *gq;    /* [n]: global queries (has_global) */
     unsigned char *gk;    /* [m]: global keys (has_global) */
     size_t *gk_before;    /* [m + 1]: global keys before each index */

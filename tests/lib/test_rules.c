@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../lib/src/attn_visible.h"
+
 /* The fused kernel's switch (attn_flash.c). */
 int attn__flash_enable(int on);
 
@@ -733,6 +735,57 @@ START_TEST(test_rules_neutral_is_v1_bit_for_bit)
 }
 END_TEST
 
+/* The score rules of one row (attn__vis_adjust, vector and scalar) against
+ * float64: softcap over [-40 cap, 40 cap] and around 0 (where the vector
+ * tanh switches from its series), bias, ALiBi, in natural and log2 units.
+ * Error at most 2e-6 (1 + |ref|) of the adjusted score. */
+START_TEST(test_rules_adjust_matches_float64)
+{
+    enum { LEN = 803 };
+    static float s[LEN], in[LEN], bias[LEN * 2];
+    static const float units[2] = {1.0f, (float)M_LOG2E};
+    tl_spec spec = {"adjust", {1, 2, LEN, 4, 4, 1, 1, 4, 4, 4}, true,
+                    false, 0, ATTN_MASK_NONE, TL_PAD_NONE, 0, 0};
+    float slope[1] = {0.0625f};
+    tl_case c;
+    attn__vis v;
+
+    tl_case_init(&c, &spec, 2);
+    for (size_t t = 0; t < LEN; t++) {
+        /* a sweep, with a dense stretch around 0 */
+        double y = t < 200 ? ((double)t - 100.0) * 1e-3
+                           : ((double)t - 500.0) * 0.13;
+        in[t] = (float)y;
+    }
+    for (size_t t = 0; t < 2 * LEN; t++)
+        bias[t] = (float)(t % 7) * 0.25f - 0.75f;
+    c.p.softcap = 3.0f;
+    c.p.score_bias.data = bias;
+    c.p.alibi_slopes = slope;
+    for (int isa = 0; isa < 2; isa++)
+        for (int u = 0; u < 2; u++) {
+            ck_assert_int_eq(attn__vis_init(&v, &c.p), ATTN_OK);
+            v.avx512 = v.avx512 && isa;
+            for (size_t t = 0; t < LEN; t++)
+                s[t] = in[t] * 3.0f * units[u];
+            /* query 1 (position 1) against keys 0 .. LEN-1 */
+            attn__vis_adjust(&v, 0, 0, 1, 0, s, LEN, units[u]);
+            for (size_t t = 0; t < LEN; t++) {
+                double x = (double)in[t] * 3.0 * (double)units[u] /
+                           (double)units[u];
+                double ref = 3.0 * tanh(x / 3.0) + (double)bias[LEN + t] -
+                             0.0625 * fabs(1.0 - (double)t);
+                double got = (double)s[t] / (double)units[u];
+                TL_CHECK(fabs(got - ref) <= 2e-6 * (1.0 + fabs(ref)),
+                         "isa %d unit %d key %zu: %.9g, float64 %.9g", isa,
+                         u, t, got, ref);
+            }
+            attn__vis_free(&v);
+        }
+    tl_case_free(&c);
+}
+END_TEST
+
 Suite *tl_suite_rules(void)
 {
     Suite *s = suite_create("rules");
@@ -745,6 +798,7 @@ Suite *tl_suite_rules(void)
     tcase_add_loop_test(tc, test_rules_workspace_is_the_peak, 0, 20);
     tcase_add_loop_test(tc, test_rules_alloc_fail_each, 0, 2);
     tcase_add_loop_test(tc, test_rules_neutral_is_v1_bit_for_bit, 0, 2);
+    tcase_add_test(tc, test_rules_adjust_matches_float64);
     suite_add_tcase(s, tc);
     return s;
 }
