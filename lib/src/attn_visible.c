@@ -383,6 +383,16 @@ static uint16_t attn__vis_flags16(const unsigned char *f, size_t count)
     return bits;
 }
 
+/* The bits of [from, to) within the 16 keys from j. */
+static uint32_t attn__vis_span16(size_t from, size_t to, size_t j)
+{
+    size_t l = from > j ? from - j : 0, h = to > j ? to - j : 0;
+
+    h = h > 16 ? 16 : h;
+    return l >= h ? 0
+                  : ((h == 16 ? 0xFFFFu : (1u << h) - 1) & ~((1u << l) - 1));
+}
+
 void attn__vis_bits(const attn__vis *v, size_t b, size_t i, size_t a,
                     size_t lo, size_t hi, size_t k0, size_t n_keys,
                     size_t keys, uint16_t *bits)
@@ -391,12 +401,11 @@ void attn__vis_bits(const attn__vis *v, size_t b, size_t i, size_t a,
     const unsigned char *pad =
         p->key_padding != NULL ? p->key_padding + b * v->m + k0 : NULL;
     const unsigned char *mrow = attn__vis_mask_row(v, b, i, a);
-    size_t from = lo > k0 ? lo - k0 : 0, to = hi > k0 ? hi - k0 : 0;
+    const unsigned char *gk = NULL;
+    size_t cap = 0;
 
-    if (to > n_keys)
-        to = n_keys;
-    if (v->has_global || !v->k_sorted[b]) {
-        /* the range is not exact: every key asks every rule */
+    if (!v->k_sorted[b]) {
+        /* no ranges to go by: every key asks every rule */
         for (size_t j = 0; j < keys; j += 16)
             bits[j / 16] = 0;
         for (size_t c = 0; c < n_keys; c++)
@@ -404,14 +413,25 @@ void attn__vis_bits(const attn__vis *v, size_t b, size_t i, size_t a,
                 bits[c / 16] |= (uint16_t)(1u << (c % 16));
         return;
     }
+    if (v->has_global && !v->gq[a]) {
+        /* [lo, hi) was widened to the global keys: the window's own
+         * range, and the global keys below the causal bound */
+        size_t l;
+        attn__vis_span(v, b, a, 0, &l, &cap);
+        attn__vis_span(v, b, a, 1, &lo, &hi);
+        gk = v->gk + k0;
+        cap = cap > k0 ? cap - k0 : 0;
+    }
+    lo = lo > k0 ? lo - k0 : 0;
+    hi = hi > k0 ? hi - k0 : 0;
+    hi = hi < n_keys ? hi : n_keys;
+    cap = cap < n_keys ? cap : n_keys;
     /* the range, then the per-key rules 16 keys at a time */
     for (size_t j = 0; j < keys; j += 16) {
-        size_t l = from > j ? from - j : 0, h = to > j ? to - j : 0;
         size_t count = n_keys - j < 16 ? (n_keys > j ? n_keys - j : 0) : 16;
-        uint32_t m;
-        h = h > 16 ? 16 : h;
-        m = l >= h ? 0 : ((h == 16 ? 0xFFFFu : (1u << h) - 1) &
-                          ~((1u << l) - 1));
+        uint32_t m = attn__vis_span16(lo, hi, j);
+        if (gk != NULL && cap > j)
+            m |= attn__vis_flags16(gk + j, count) & attn__vis_span16(0, cap, j);
         if (m != 0 && pad != NULL)
             m &= ~(uint32_t)attn__vis_flags16(pad + j, count);
         if (m != 0 && mrow != NULL)
