@@ -4,7 +4,12 @@ PyTorch peer (tests/bench/peer/app.py) on the same requests, one server after
 the other, never both at once: workload by workload, the peer then attnd, so
 both figures of a workload come from the same few minutes of a shared
 machine; the throughput workloads (1, 2) run --rounds such alternations
-(default 2) and keep each server's best round.
+(default 3) and keep each server's best round.
+
+Every JSON workload runs in two forms of its numbers (gen_requests.py): the
+long form, what Python clients send (json.dumps of float32 .tolist(): 16-17
+significant digits, ", " separators), which carries the goals, and the short
+compact '%.6g' form beside it.
 
 For each server and each workload, on a freshly started server:
   1. POST the body once and check the answer against a NumPy float64
@@ -17,13 +22,13 @@ For each server and each workload, on a freshly started server:
   3. read the server's peak RSS (VmHWM in /proc; for the peer, summed over
      its processes: the uvicorn master and its two workers).
 Then prints a table with the absolute figures and the attnd/peer ratios
-against the goals of issue 6 (20x, 10x, 5x, 3x) and, for workload 4,
+against the goals (20x, 10x, 5x, 3x, on the long form) and, for workload 4,
 meta.flops / meta.elapsed_ms against the cblas_sgemm peak measured by
 bench_lib --peak-only in the same run. Figures, never a failure on a time.
 
     run_http.py --attnd build/attnd --peak-bin build/bench/bench_lib \
         --out build/bench [--threads T] [--quick] [--peer-only]
-        [--workloads w1,w4]
+        [--workloads w1,w4] [--forms long,short]
 """
 import argparse
 import base64
@@ -54,7 +59,11 @@ import gen_requests  # noqa: E402
 PY = "/usr/bin/python3"
 TOL = 1e-4
 
-# name, title, how it is timed, goal ratio (attnd over peer) or None
+# the number forms timed (gen_requests.FORMS; --forms narrows them)
+FORMS = list(gen_requests.FORMS)
+
+# name, title, how it is timed, goal ratio (attnd over peer, long form) or
+# None
 WORKLOADS = [
     ("w1", "1 small n=16 d=64 h=4 causal", "wrk", 20.0),
     ("w2", "2 layer n=128 d=256 h=8", "wrk", 10.0),
@@ -64,13 +73,38 @@ WORKLOADS = [
 ]
 
 
+
+
+def cases():
+    """(case, workload name, number form, title, how timed, goal) for each
+    body that is timed, the long form of a workload before its short form;
+    the goal stands on the long form only."""
+    out = []
+    for name, title, how, goal in WORKLOADS:
+        for form in gen_requests.forms(name):
+            if form not in FORMS and form != "b64":
+                continue
+            case = name if form == "b64" else "%s.%s" % (name, form)
+            label = title if form == "b64" else "%s, %s" % (title, form)
+            out.append((case, name, form, label, how,
+                        goal if form == "long" else None))
+    return out
+
+
 # -- reference and answer checks ---------------------------------------------
 
-def reference(name):
+def reference(name, form):
     """float64 output [n][d_out] and per-head weights [h][n][n] (or None)."""
     n, d, h, mask, ret, _enc, _seed = gen_requests.WORKLOADS[name]
-    a = gen_requests.inputs(name)
-    dk = d // h
+    a = gen_requests.inputs(name, form)
+    return attention_ref(a, h, mask, ret == "per_head")
+
+
+def attention_ref(a, h, mask, per_head):
+    """Self-attention of a["x"] with w_q, w_k, w_v, w_o in float64: the
+    output [n][d_out] and, when per_head, the weights [h][n][n]."""
+    n, d = a["x"].shape
+    dk = a["w_q"].shape[1] // h
 
     def heads(t):
         return t.reshape(n, h, dk).transpose(1, 0, 2)
@@ -83,8 +117,8 @@ def reference(name):
     s = s - s.max(axis=-1, keepdims=True)  # stable: the max is subtracted
     w = np.exp(s)
     w /= w.sum(axis=-1, keepdims=True)
-    out = (w @ v).transpose(1, 0, 2).reshape(n, d) @ a["w_o"]
-    return out, (w if ret == "per_head" else None)
+    out = (w @ v).transpose(1, 0, 2).reshape(n, h * dk) @ a["w_o"]
+    return out, (w if per_head else None)
 
 
 def decode(val):
@@ -231,7 +265,8 @@ class Server:
                 pass
 
 
-def start(kind, args, port):
+def start(kind, args, port, extra=()):
+    """A server of that kind on port, ready; extra: more attnd options."""
     env = dict(args.env)
     if kind == "peer":
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
@@ -244,7 +279,7 @@ def start(kind, args, port):
         # tunes its BLAS (it picks its core type and threads itself).
         env.pop("OPENBLAS_NUM_THREADS", None)
         env.pop("OPENBLAS_CORETYPE", None)
-        cmd = [args.attnd, "--port", str(port), "--quiet"]
+        cmd = [args.attnd, "--port", str(port), "--quiet"] + list(extra)
     s = Server(kind, cmd, env, port)
     try:
         s.wait_ready()
@@ -322,36 +357,38 @@ def meta_rate(port, body, count):
 
 # -- the run ----------------------------------------------------------------
 
-def bench_one(kind, name, how, args, bodies, refs, answers):
-    """One server on one workload, freshly started: check, time, measure.
-    Returns the figures."""
+def bench_one(kind, case, args, bodies, refs, answers):
+    """One server on one case (a workload in one number form), freshly
+    started: check, time, measure. Returns the figures."""
+    cid, name, form, _label, how, _goal = case
     port = free_port()
     srv = start(kind, args, port)
     try:
-        with open(bodies[name], "rb") as f:
+        with open(bodies[cid], "rb") as f:
             body = f.read()
         ok, got, meta, msg = check_answer(
-            kind, name, port, body, refs[name],
-            answers.get(("peer", name)) if kind == "attnd" else None)
+            kind, cid, port, body, refs[cid],
+            answers.get(("peer", cid)) if kind == "attnd" else None)
         print("  check " + msg, flush=True)
         if not ok:
             raise SystemExit("bench-http: wrong answer from %s on %s: "
-                             "not timing" % (kind, name))
-        answers[(kind, name)] = got
-        r = {"meta_elapsed_ms": meta.get("elapsed_ms")}
+                             "not timing" % (kind, cid))
+        answers[(kind, cid)] = got
+        r = {"meta_elapsed_ms": meta.get("elapsed_ms"),
+             "body_bytes": len(body)}
         cpu0 = srv.cpu_seconds()
         if how == "wrk":
-            r.update(run_wrk(port, bodies[name], args.wrk_seconds))
-            print("  %-6s %-8s %9.1f req/s  p50 %.1f ms  p90 %.1f ms  "
+            r.update(run_wrk(port, bodies[cid], args.wrk_seconds))
+            print("  %-6s %-9s %9.1f req/s  p50 %.1f ms  p90 %.1f ms  "
                   "(%d requests, %d errors)" % (
-                      kind, name, r["rps"], r["lat_p50_us"] / 1e3,
+                      kind, cid, r["rps"], r["lat_p50_us"] / 1e3,
                       r["lat_p90_us"] / 1e3, r["requests"], r["errors"]),
                   flush=True)
         else:
-            r.update(run_latency(port, bodies[name], args.latency_n))
-            print("  %-6s %-8s p50 %9.1f ms  p90 %9.1f ms  (%d requests,"
+            r.update(run_latency(port, bodies[cid], args.latency_n))
+            print("  %-6s %-9s p50 %9.1f ms  p90 %9.1f ms  (%d requests,"
                   " %d non-200, response %d bytes, %d connection(s))" % (
-                      kind, name, r["p50_ms"], r["p90_ms"], r["n"],
+                      kind, cid, r["p50_ms"], r["p90_ms"], r["n"],
                       r["non200"], r["response_bytes"],
                       r["connections"]), flush=True)
         # CPU time per request hardly depends on what else the machine
@@ -359,7 +396,7 @@ def bench_one(kind, name, how, args, bodies, refs, answers):
         done = r["requests"] if how == "wrk" else r["n"]
         r["cpu_ms_per_request"] = ((srv.cpu_seconds() - cpu0) * 1e3
                                    / done if done else None)
-        if name == "w4":
+        if name == "w4" and form == FORMS[0]:
             # the peak read just before and just after these requests (the
             # higher of the two), beside the run-wide one: this machine's
             # peak drifts over minutes
@@ -376,22 +413,23 @@ def bench_one(kind, name, how, args, bodies, refs, answers):
 
 
 def bench_workloads(servers, args, bodies, refs, answers, results):
-    """Workload by workload, the servers one after the other (the peer
-    first: attnd's answer is also checked against it), so the two figures
-    of a workload are taken minutes apart at most, not a whole run apart.
+    """Case by case, the servers one after the other (the peer first:
+    attnd's answer is also checked against it), so the two figures of a
+    case are taken minutes apart at most, not a whole run apart.
     Throughput workloads run args.rounds such rounds, alternating the
     servers, and keep each server's best round: on a shared machine that
     slows down and speeds up over minutes, the best of a few is the
     steadiest figure, and both servers get the same chances."""
-    for name, title, how, _goal in WORKLOADS:
+    for case in cases():
+        cid, _name, _form, label, how, _goal = case
         rounds = args.rounds if how == "wrk" else 1
         print("\n== workload %s%s" % (
-            title, " (%d rounds, best kept)" % rounds if rounds > 1 else ""),
+            label, " (%d rounds, best kept)" % rounds if rounds > 1 else ""),
             flush=True)
-        for rnd in range(rounds):
+        for _rnd in range(rounds):
             for kind in servers:
-                r = bench_one(kind, name, how, args, bodies, refs, answers)
-                best = results.get((kind, name))
+                r = bench_one(kind, case, args, bodies, refs, answers)
+                best = results.get((kind, cid))
                 if how == "wrk":
                     seen = (best or {}).get("rounds_rps", []) + [r["rps"]]
                     if best is None or r["rps"] > best["rps"]:
@@ -399,7 +437,7 @@ def bench_workloads(servers, args, bodies, refs, answers, results):
                     best["rounds_rps"] = seen
                 else:
                     best = r
-                results[(kind, name)] = best
+                results[(kind, cid)] = best
 
 
 def loadavg():
@@ -438,10 +476,16 @@ def main():
                          "each keeps its best (default 3; 1 with --quick)")
     ap.add_argument("--workloads", default="",
                     help="comma-separated subset, e.g. w1,w4 (default all)")
+    ap.add_argument("--forms", default="",
+                    help="number forms of the JSON workloads, e.g. long "
+                         "(default: %s)" % ",".join(FORMS))
     args = ap.parse_args()
     if args.workloads:
         keep = args.workloads.split(",")
         WORKLOADS[:] = [w for w in WORKLOADS if w[0] in keep]
+    if args.forms:
+        FORMS[:] = [f for f in gen_requests.FORMS
+                    if f in args.forms.split(",")]
     args.wrk_seconds = 3 if args.quick else 10
     args.rounds = 1 if args.quick else args.rounds
     args.latency_n = 3 if args.quick else 20
@@ -459,9 +503,11 @@ def main():
           % blas_note)
     subprocess.check_call([PY, os.path.join(HERE, "gen_requests.py"),
                            args.out])
-    bodies = {name: os.path.join(args.out, "requests", name + ".json")
-              for name in gen_requests.WORKLOADS}
-    refs = {name: reference(name) for name, *_ in WORKLOADS}
+    bodies, refs = {}, {}
+    for cid, name, form, *_ in cases():
+        bodies[cid] = os.path.join(args.out, "requests",
+                                   gen_requests.body_file(name, form))
+        refs[cid] = reference(name, form)
 
     peak = None
     if os.path.exists(args.peak_bin):
@@ -497,64 +543,84 @@ def main():
     return 0
 
 
+def ratio_of(how, p, a):
+    """attnd over peer: requests/s for wrk cases, p50 latency otherwise."""
+    if not (p and a):
+        return None
+    if how == "wrk":
+        return a["rps"] / p["rps"] if p["rps"] else None
+    return p["p50_ms"] / a["p50_ms"] if a["p50_ms"] else None
+
+
 def report(args, results, peak, servers):
     print("\n== results (%s run; wrk -t1 -c16 -d%ds; latency: %d sequential "
           "requests with curl)" % ("quick" if args.quick else "full",
                                    args.wrk_seconds, args.latency_n))
-    hdr = "%-28s %-14s %-16s %-16s %8s %6s %-8s %9s %9s" % (
+    print("long: json.dumps of float32 .tolist() (16-17 digits, \", \" "
+          "separators), the form the goals stand on; short: compact '%.6g'")
+    hdr = "%-36s %-14s %-16s %-16s %8s %6s %-8s %9s %9s" % (
         "workload", "measure", "peer", "attnd", "ratio", "goal", "",
         "attnd RSS", "peer RSS")
     print(hdr)
     print("-" * len(hdr))
-    for name, title, how, goal in WORKLOADS:
-        p, a = results.get(("peer", name)), results.get(("attnd", name))
+    for cid, _name, _form, label, how, goal in cases():
+        p, a = results.get(("peer", cid)), results.get(("attnd", cid))
         if how == "wrk":
             meas = "req/s"
             pv = "%.1f" % p["rps"] if p else "-"
             av = "%.1f" % a["rps"] if a else "-"
-            ratio = a["rps"] / p["rps"] if (a and p and p["rps"]) else None
         else:
             meas = "p50 (p90) ms"
             pv = "%.1f (%.1f)" % (p["p50_ms"], p["p90_ms"]) if p else "-"
             av = "%.1f (%.1f)" % (a["p50_ms"], a["p90_ms"]) if a else "-"
-            ratio = p["p50_ms"] / a["p50_ms"] if (a and p and a["p50_ms"]) \
-                else None
+        ratio = ratio_of(how, p, a)
         verdict = ""
         if ratio is not None and goal:
             verdict = "MET" if ratio >= goal else "NOT MET"
-        print("%-28s %-14s %-16s %-16s %8s %6s %-8s %9s %9s" % (
-            title, meas, pv, av, "%.1fx" % ratio if ratio else "-",
+        print("%-36s %-14s %-16s %-16s %8s %6s %-8s %9s %9s" % (
+            label, meas, pv, av, "%.1fx" % ratio if ratio else "-",
             "%.0fx" % goal if goal else "", verdict,
             "%.0f MiB" % a["peak_rss_mib"] if a else "-",
             "%.0f MiB" % p["peak_rss_mib"] if p else "-"))
-    for name, title, how, _goal in WORKLOADS:
+    for cid, _name, _form, _label, how, _goal in cases():
         cells = ["%s %s req/s" % (kind, " / ".join(
-                     "%.1f" % v for v in results[(kind, name)]["rounds_rps"]))
+                     "%.1f" % v for v in results[(kind, cid)]["rounds_rps"]))
                  for kind in servers
-                 if (kind, name) in results and
-                 "rounds_rps" in results[(kind, name)]]
+                 if (kind, cid) in results and
+                 "rounds_rps" in results[(kind, cid)]]
         if how == "wrk" and cells:
-            print("  rounds of %s: %s" % (name, "; ".join(cells)))
-    print("\nserver compute time of the checked request (meta.elapsed_ms), "
-          "the rest of the latency being HTTP and JSON:")
-    for name, title, how, goal in WORKLOADS:
+            print("  rounds of %s: %s" % (cid, "; ".join(cells)))
+    print("\nwhat the long form costs each server (long over short: time "
+          "per request; above 1 is slower):")
+    for name, title, how, _goal in WORKLOADS:
         cells = []
         for kind in servers:
-            r = results.get((kind, name))
+            lo = results.get((kind, "%s.long" % name))
+            sh = results.get((kind, "%s.short" % name))
+            if lo and sh:
+                cells.append("%s %.2fx" % (kind, ratio_of(how, lo, sh)))
+        if cells:
+            print("  %-28s %s" % (title, ", ".join(cells)))
+    print("\nserver compute time of the checked request (meta.elapsed_ms), "
+          "the rest of the latency being HTTP and JSON:")
+    for cid, _name, _form, label, how, goal in cases():
+        cells = []
+        for kind in servers:
+            r = results.get((kind, cid))
             if r and r.get("meta_elapsed_ms") is not None:
                 cells.append("%s %.2f ms" % (kind, r["meta_elapsed_ms"]))
-        print("  %-28s %s" % (title, ", ".join(cells)))
+        print("  %-36s %s" % (label, ", ".join(cells)))
     print("\nserver CPU time (user + system) per timed request, and its "
           "peer/attnd ratio:")
-    for name, title, how, goal in WORKLOADS:
-        p, a = results.get(("peer", name)), results.get(("attnd", name))
+    for cid, _name, _form, label, how, goal in cases():
+        p, a = results.get(("peer", cid)), results.get(("attnd", cid))
         cells = ["%s %.2f ms" % (k, r["cpu_ms_per_request"])
                  for k, r in (("peer", p), ("attnd", a))
                  if r and r["cpu_ms_per_request"] is not None]
         if len(cells) == 2 and a["cpu_ms_per_request"] > 0:
             cells.append("ratio %.1fx" % (p["cpu_ms_per_request"]
                                            / a["cpu_ms_per_request"]))
-        print("  %-28s %s" % (title, ", ".join(cells)))
+        print("  %-36s %s" % (label, ", ".join(cells)))
     for kind in servers:
         bad = [n for (k, n), r in results.items() if k == kind and
                (r.get("errors") or r.get("non200"))]
@@ -562,7 +628,7 @@ def report(args, results, peak, servers):
             print("  %s answered errors during timing in: %s" % (
                 kind, ", ".join(bad)))
     for kind in servers:
-        c = results.get((kind, "w4"), {}).get("compute")
+        c = results.get((kind, "w4.%s" % FORMS[0]), {}).get("compute")
         if c:
             frac = ""
             if peak:
