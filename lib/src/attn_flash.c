@@ -256,6 +256,50 @@ static void attn__flash_bits(const attn__flash_args *a, attn__flash_ws *ws,
     attn__vis_bits(a->vis, b, i, q, lo, hi, k0, n_keys, keys, ws->bits);
 }
 
+/* What a tile's spans share (attn__flash_span). */
+typedef struct attn__flash_tile_ctx {
+    const attn__flash_args *a;
+    size_t b, i, q0, ldk, dvp;
+    const float *kt, *v;
+    const size_t *rlo, *rhi; /* each row's range (attn__vis_range) */
+} attn__flash_tile_ctx;
+
+/* Passes 1 to 3 for the group of rows r0 .. r0+real (of the tile) over
+ * keys [s0, s1), s0 a multiple of 32, s1 - s0 <= FLASH_KEYS; kind is the
+ * group's visibility there. */
+__attribute__((target("avx512f"))) static void
+attn__flash_span(const attn__flash_tile_ctx *t, attn__flash_ws *ws,
+                 size_t r0, size_t real, size_t s0, size_t s1,
+                 attn__vis_kind kind)
+{
+    const attn__flash_args *a = t->a;
+    const attn__vis *vis = a->vis;
+    size_t d_k = a->p->dims.d_k, d_v = a->p->dims.d_v;
+    size_t n_keys = s1 - s0, keys = attn__round_up(n_keys, 32);
+    int masked = kind != ATTN__VIS_ALL || n_keys < keys || vis->adjust;
+    float top[FLASH_GROUP];
+
+    attn__flash_scores(ws->s, top, ws->qs + r0 * d_k, t->kt + s0, t->ldk,
+                       d_k, keys);
+    for (size_t r = 0; r < FLASH_GROUP; r++) {
+        float *sr = ws->s + r * FLASH_KEYS;
+        size_t q = t->q0 + r0 + r;
+        if (masked) {
+            attn__flash_bits(a, ws, t->b, t->i, q, r < real, kind, s0,
+                             n_keys, keys, r < real ? t->rlo[r0 + r] : 0,
+                             r < real ? t->rhi[r0 + r] : 0);
+            if (r < real)
+                attn__vis_adjust(vis, t->b, t->i, q, s0, sr, n_keys,
+                                 (float)M_LOG2E);
+        }
+        attn__flash_softmax(sr, keys, ws->bits, masked, top[r],
+                            ws->max + r0 + r, ws->sum + r0 + r,
+                            ws->o + (r0 + r) * t->dvp, t->dvp);
+    }
+    attn__flash_values(ws->o + r0 * t->dvp, ws->s, t->v + s0 * d_v, d_v, d_v,
+                       t->dvp, n_keys);
+}
+
 __attribute__((target("avx512f"))) int
 attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
                  size_t rows, float *base)
@@ -274,8 +318,9 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
     const float *kt = a->kt + (b * d->g + kv) * d->d_k * ldk;
     const float *v = a->vp + (b * d->g + kv) * d->m * d->d_v;
     int rc = ATTN_OK;
-    float top[FLASH_GROUP], qscale = a->scale * (float)M_LOG2E;
+    float qscale = a->scale * (float)M_LOG2E;
     attn__flash_ws ws;
+    attn__flash_tile_ctx t = {a, b, i, q0, ldk, dvp, kt, v, rlo, rhi};
 
     attn__flash_parts(d, base, &ws);
     /* each group's key range: the union of its rows' (attn__vis_range) */
@@ -326,37 +371,41 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
             size_t real = rows - r0 < FLASH_GROUP ? rows - r0 : FLASH_GROUP;
             size_t s0 = glo[g] > k0 ? glo[g] / 32 * 32 : k0;
             size_t s1 = ghi[g] < k_end ? ghi[g] : k_end;
-            size_t n_keys, keys;
             attn__vis_kind kind;
-            int masked;
 
             if (s0 >= s1)
                 continue; /* the group sees no key of this block */
             kind = attn__vis_block(vis, b, i, q0 + r0, q0 + r0 + real, s0, s1);
             if (kind == ATTN__VIS_NONE)
                 continue;
-            n_keys = s1 - s0;
-            keys = attn__round_up(n_keys, 32);
-            masked = kind != ATTN__VIS_ALL || n_keys < keys || vis->adjust;
-            attn__flash_scores(ws.s, top, ws.qs + r0 * d->d_k, kt + s0, ldk,
-                               d->d_k, keys);
-            for (size_t r = 0; r < FLASH_GROUP; r++) {
-                float *sr = ws.s + r * FLASH_KEYS;
-                if (masked) {
-                    attn__flash_bits(a, &ws, b, i, q0 + r0 + r, r < real,
-                                     kind, s0, n_keys, keys,
-                                     r < real ? rlo[r0 + r] : 0,
-                                     r < real ? rhi[r0 + r] : 0);
-                    if (r < real)
-                        attn__vis_adjust(vis, b, i, q0 + r0 + r, s0, sr,
-                                         n_keys, (float)M_LOG2E);
-                }
-                attn__flash_softmax(sr, keys, ws.bits, masked, top[r],
-                                    ws.max + r0 + r, ws.sum + r0 + r,
-                                    ws.o + (r0 + r) * dvp, dvp);
+            if (kind == ATTN__VIS_ALL || (!vis->has_mask && !vis->has_global)) {
+                attn__flash_span(&t, &ws, r0, real, s0, s1, kind);
+                continue;
             }
-            attn__flash_values(ws.o + r0 * dvp, ws.s, v + s0 * d->d_v,
-                               d->d_v, d->d_v, dvp, n_keys);
+            /* runs of 32-key chunks that some row of the group sees: the
+             * holes of a boolean map and the gaps between global keys and
+             * the window cost nothing */
+            for (size_t c0 = s0; c0 < s1;) {
+                attn__vis_kind run = ATTN__VIS_ALL, part;
+                size_t start;
+                while (c0 < s1 &&
+                       attn__vis_block(vis, b, i, q0 + r0, q0 + r0 + real, c0,
+                                       c0 + 32 < s1 ? c0 + 32 : s1) ==
+                           ATTN__VIS_NONE)
+                    c0 += 32;
+                start = c0;
+                while (c0 < s1 &&
+                       (part = attn__vis_block(
+                            vis, b, i, q0 + r0, q0 + r0 + real, c0,
+                            c0 + 32 < s1 ? c0 + 32 : s1)) != ATTN__VIS_NONE) {
+                    if (part != ATTN__VIS_ALL)
+                        run = ATTN__VIS_PARTIAL;
+                    c0 += 32;
+                }
+                if (start < s1)
+                    attn__flash_span(&t, &ws, r0, real, start,
+                                     c0 < s1 ? c0 : s1, run);
+            }
         }
     }
 

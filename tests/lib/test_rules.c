@@ -51,6 +51,7 @@ typedef struct rl_spec {
     attn_qk_norm_over qkn;
     size_t d_val;
     rl_pos pos;
+    bool blocky; /* the boolean map hides whole 64-key stretches of rows */
 } rl_spec;
 
 #define U ATTN_UNBOUNDED
@@ -144,6 +145,9 @@ static const rl_spec rl_table[] = {
      .h = 2, .g = 2, .d_k = 8, .d_v = 8, .cross = true,
      .mask = ATTN_MASK_CAUSAL, .window = true, .left = 7, .right = 3,
      .alibi = true, .pos = RL_POS_HUGE},
+    {.name = "mask_block_sparse", .B = 1, .n = 300, .m = 600, .d_model = 16,
+     .h = 2, .g = 1, .d_k = 16, .d_v = 8, .cross = true, .mask_form = 2,
+     .blocky = true, .softcap = 4.0f},
     {.name = "all_masked_rows", .B = 2, .n = 24, .m = 24, .d_model = 16,
      .h = 2, .g = 2, .d_k = 8, .d_v = 8, .mask_form = 4,
      .pad = TL_PAD_ALL_B0, .window = true, .left = 2, .right = 0},
@@ -257,7 +261,11 @@ static void rl_case_init(rl_case *rc, const rl_spec *s, uint64_t seed)
         rc->mask = malloc(count);
         TL_CHECK(rc->mask != NULL, "test setup: out of memory");
         for (size_t t = 0; t < count; t++)
-            rc->mask[t] = (uint8_t)(tl_rng_next(&r) % 10 < 3 ? 1 + t % 200 : 0);
+            rc->mask[t] =
+                s->blocky
+                    ? (uint8_t)((t / s->m / 40 + t % s->m / 64) % 3 != 0 ||
+                                tl_rng_next(&r) % 10 == 0)
+                    : (uint8_t)(tl_rng_next(&r) % 10 < 3 ? 1 + t % 200 : 0);
         /* one fully hidden row in the first map */
         if (s->n > 1)
             memset(rc->mask + s->m, 1, s->m);
