@@ -283,9 +283,11 @@ ATTN_API int attn_output_sizes(const attn_params *p, size_t *output_elems,
                                size_t *weights_elems);
 
 /* Number of weight and bias values p carries (W_q, W_k, W_v, W_o and the
- * biases that are present), and the exact floating-point operation count of
- * the computation above (multiply-adds times two; masked entries counted, as
- * the contract defines the computation over the whole n x m). */
+ * biases that are present; W_v has d_val inputs when value is given), and
+ * the exact floating-point operation count of the computation above
+ * (multiply-adds times two; masked entries counted, as the contract
+ * defines the computation over the whole n x m, whatever the window or
+ * the masks hide; the V projection over d_val inputs with value). */
 ATTN_API int attn_param_count(const attn_params *p, uint64_t *count);
 ATTN_API int attn_flops(const attn_params *p, uint64_t *flops);
 
