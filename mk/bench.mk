@@ -1,8 +1,13 @@
 # mk/bench.mk: the benchmarks (figures, never a pass/fail on a time).
 #
-#   make bench        both of the below
+#   make bench        all of the below
 #   make bench-lib    sgemm peak, the scaling exercise and PyTorch side by side
-#   make bench-http   attnd against the FastAPI + PyTorch peer over HTTP
+#   make bench-http   attnd against the FastAPI + PyTorch peer over HTTP, each
+#                     JSON workload in the long number form clients send and
+#                     the short compact one
+#   make bench-refs   re-running a layer: weights inline against tensor-store
+#                     refs
+#   make bench-window windowed attention's cost against the window and n
 #
 # BENCH_QUICK=1 gives short, noisy runs for development. Results (CSV, JSON,
 # PNG, request bodies) go to $(BUILD)/bench/. Not part of `make test`.
@@ -17,7 +22,7 @@ BENCH_FLAGS = $(if $(filter 1,$(BENCH_QUICK)),--quick) --threads $(BENCH_THREADS
 
 CFLAGS_tests/bench = $(BLAS_CFLAGS)
 
-.PHONY: bench bench-lib bench-http bench-deps
+.PHONY: bench bench-lib bench-http bench-refs bench-window bench-deps
 
 bench-deps: deps
 	$(call install_missing,$(BENCH_DEB_PACKAGES))
@@ -26,7 +31,7 @@ $(BENCH_DIR)/bench_lib: $(BUILD)/obj/tests/bench/bench_lib.o $(BUILD)/libattn.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(BLAS_LIBS) -lpthread -lm
 
-bench: bench-lib bench-http
+bench: bench-lib bench-http bench-refs bench-window
 
 bench-lib: bench-deps $(BENCH_DIR)/bench_lib
 	OPENBLAS_NUM_THREADS=$(BENCH_THREADS) $(BENCH_PY) tests/bench/run_lib.py \
@@ -36,3 +41,11 @@ bench-http: bench-deps $(BENCH_DIR)/bench_lib $(BUILD)/attnd
 	OPENBLAS_NUM_THREADS=$(BENCH_THREADS) $(BENCH_PY) tests/bench/run_http.py \
 	  --attnd $(BUILD)/attnd --peak-bin $(BENCH_DIR)/bench_lib \
 	  --out $(BENCH_DIR) $(BENCH_FLAGS)
+
+bench-refs: bench-deps $(BUILD)/attnd
+	$(BENCH_PY) tests/bench/run_refs.py --attnd $(BUILD)/attnd \
+	  --out $(BENCH_DIR) $(if $(filter 1,$(BENCH_QUICK)),--quick)
+
+bench-window: bench-deps $(BUILD)/attnd
+	$(BENCH_PY) tests/bench/run_window.py --attnd $(BUILD)/attnd \
+	  --out $(BENCH_DIR) $(if $(filter 1,$(BENCH_QUICK)),--quick)

@@ -330,9 +330,16 @@ def run_latency(port, body_path, count):
         raise RuntimeError("curl: %s %s" % (res.stdout, res.stderr))
     times.sort()
     return {"n": count, "p50_ms": statistics.median(times),
-            "p90_ms": times[min(count - 1, int(np.ceil(0.9 * count)) - 1)],
-            "min_ms": times[0], "non200": sum(c != "200" for c in codes),
+            "p90_ms": p90(times), "min_ms": times[0],
+            "mean_ms": statistics.fmean(times), "times_ms": times,
+            "non200": sum(c != "200" for c in codes),
             "response_bytes": size, "connections": connects}
+
+
+def p90(times):
+    """The 90th percentile of a sorted list: the smallest value with at
+    least 90% of the list at or below it."""
+    return times[min(len(times) - 1, int(np.ceil(0.9 * len(times))) - 1)]
 
 
 def meta_rate(port, body, count):
