@@ -23,10 +23,19 @@
 #                              definitely lost, exit 0
 #   make test-shutdown-load    SIGTERM during load: every request completes
 #                              200 or is refused 503 before it starts; exit 0
+#   make test-hostile          attacks on a real attnd from several loopback
+#                              addresses (run_hostile.py, ~35 s): 3,000 idle,
+#                              200 slow-head, 200 slow-body connections and
+#                              40 x 50 MB uploads while an honest client must
+#                              get every small POST /attend in under 2 s;
+#                              RSS within the body budget; SIGTERM exit time;
+#                              a slow reader; strict framing; the memory bomb
+#                              under an address-space limit
 #   make loadtest              figures, not a test (LOADTEST_SECONDS, default
 #                              60): wrk at 64 connections with bad requests
 #                              mixed in, 200 slowloris connections, vanishing
-#                              clients; p99, slowloris-time probe, RSS
+#                              clients; p99, slowloris-time probe, RSS; then
+#                              run_hostile.py's siege for half as long
 #
 # The fuzz harnesses build with clang and libFuzzer in their own folder
 # (build/fuzz) through a sub-make, so their flags never mix with the others.
@@ -37,7 +46,8 @@ ROBUST_PY := /usr/bin/python3
 DEB_TEST_PACKAGES += python3
 ROBUST_LOAD_DEB_PACKAGES := wrk
 TEST_TARGETS += test-hardening test-jsonsuite test-cases test-robust-asan \
-                test-fuzz-corpus test-valgrind-service test-shutdown-load
+                test-fuzz-corpus test-valgrind-service test-shutdown-load \
+                test-hostile
 
 FUZZ_BUILD := build/fuzz
 FUZZ_SECONDS ?= 300
@@ -65,7 +75,7 @@ LOADTEST_SECONDS ?= 60
 
 .PHONY: test-hardening test-jsonsuite test-cases test-robust-asan test-fuzz-corpus fuzz \
         fuzz-bins \
-        test-valgrind-service test-shutdown-load loadtest
+        test-valgrind-service test-shutdown-load test-hostile loadtest
 
 # -- fuzzing --------------------------------------------------------------
 
@@ -160,6 +170,11 @@ test-valgrind-service: $(BUILD)/attnd
 
 test-shutdown-load: $(BUILD)/attnd
 	$(ROBUST_PY) tests/robust/run_shutdown.py --attnd $(BUILD)/attnd
+
+# -- hostile clients ------------------------------------------------------------
+
+test-hostile: $(BUILD)/attnd
+	$(ROBUST_PY) tests/robust/run_hostile.py --attnd $(BUILD)/attnd
 
 # -- load and faults (figures; not in TEST_TARGETS) ---------------------------
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 typedef enum config__kind {
@@ -478,6 +479,11 @@ size_t config_memory_bytes(void)
         lim = config__read_ull("/sys/fs/cgroup/memory/memory.limit_in_bytes");
     if (lim && lim < mem)
         mem = lim;
+    /* An address-space limit (ulimit -v, prlimit) bounds it too. */
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
+        (unsigned long long)as.rlim_cur < mem)
+        mem = (unsigned long long)as.rlim_cur;
     return mem > SIZE_MAX ? SIZE_MAX : (size_t)mem;
 }
 

@@ -61,9 +61,9 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
  * cpu.max, v1 cfs quota) rounded up; at least 1. */
 size_t config_usable_cores(void);
 
-/* Bytes of memory the process may use: the cgroup memory limit (v2
- * memory.max, v1 memory.limit_in_bytes) when there is one, else physical
- * memory; whichever is smaller. */
+/* Bytes of memory the process may use: the smallest of physical memory,
+ * the cgroup memory limit (v2 memory.max, v1 memory.limit_in_bytes) and
+ * the address-space limit (RLIMIT_AS), those that are set. */
 size_t config_memory_bytes(void);
 
 /* Replaces the automatic (0) values of --max-buffered-bytes and

@@ -178,14 +178,20 @@ static bool framing__head(framing *f, const char *buf, size_t len,
         if (!framing__field(p, n, err, &name, &name_len, &value, &value_len))
             return false;
         if (framing__is(name, name_len, "Content-Length")) {
-            if (value_len == 0 || value_len > 18 ||
-                strspn(value, "0123456789") < value_len) {
+            if (value_len == 0 || strspn(value, "0123456789") < value_len) {
                 framing__fail(err, 400, "bad_request",
                               memchr(value, ',', value_len)
                                   ? "Content-Length must be one number, "
                                     "not a list"
                                   : "Content-Length must be a decimal "
-                                    "number of at most 18 digits");
+                                    "number");
+                return false;
+            }
+            if (value_len > 18) {
+                /* A number, but more than any body accepted here. */
+                framing__fail(err, 413, "too_large",
+                              "Content-Length has more than 18 digits, "
+                              "over any --max-body-bytes");
                 return false;
             }
             if (cl && (cl_len != value_len || memcmp(cl, value, value_len))) {

@@ -26,6 +26,9 @@
 /* Bytes read ahead while a head is being checked: a head at its limit and
  * the start of what follows. */
 #define GUARD__IN_CAP (FRAMING_MAX_HEAD + 4096)
+/* How long input is still read and dropped after a raw answer, so the
+ * client, perhaps still sending, reads the answer instead of a reset. */
+#define GUARD__LINGER_NS 2000000000LL
 /* Sweeper period, nanoseconds. */
 #define GUARD__TICK_NS 250000000LL
 /* Per-address counts: buckets of a chained hash. */
@@ -62,6 +65,7 @@ struct guard_conn {
     atomic_bool in_body; /* the framing is inside a body */
     atomic_bool responded;
     atomic_bool dead; /* shut down by this layer: reads see the end */
+    _Atomic int64_t linger_until; /* an answer sent: input drained until */
     atomic_int cut;   /* METRICS_CLOSED_* + 1 */
     _Atomic uint64_t seq, rx, tx;
     atomic_bool *cancel; /* under guard__mu */
@@ -440,19 +444,16 @@ int close(int fd)
 }
 
 /* Answers a framing error (when no answer has begun) and ends the
- * connection; what the client still sends is read and dropped for a moment
- * so that closing does not reset the answer away. */
+ * connection after the lingering that guard__cut describes. Returns what
+ * recv returns meanwhile. */
 static ssize_t guard__refuse(guard_conn *gc)
 {
     if (!atomic_load(&gc->responded))
         guard__answer(gc->g, gc->fd, gc->reject.status, gc->reject.code,
                       gc->reject.message, gc->fr.origin);
+    atomic_store(&gc->responded, true);
     shutdown(gc->fd, SHUT_WR);
-    char sink[4096];
-    for (int i = 0; i < 16 && guard__sys_recv(gc->fd, sink, sizeof sink,
-                                              MSG_DONTWAIT) > 0;
-         i++)
-        ;
+    atomic_store(&gc->linger_until, guard__now() + GUARD__LINGER_NS);
     if (!atomic_exchange(&gc->dead, true)) {
         pthread_mutex_lock(&guard__mu);
         gc->g->dead++;
@@ -462,7 +463,7 @@ static ssize_t guard__refuse(guard_conn *gc)
     metrics_request_begin(gc->g->m);
     metrics_request_end(gc->g->m, "other", gc->reject.status, 0, 0, 0);
     guard__closed(gc->g, METRICS_CLOSED_FRAMING, gc->peer);
-    return 0;
+    return recv(gc->fd, NULL, 0, 0);
 }
 
 /* Classifies what is in gc->in; a head still arriving stays. */
@@ -484,8 +485,19 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
     guard_conn *gc = guard__lookup(fd);
     if (!gc || flags)
         return guard__sys_recv(fd, buf, len, flags);
-    if (atomic_load(&gc->dead))
-        return 0;
+    if (atomic_load(&gc->dead)) {
+        int64_t until = atomic_load(&gc->linger_until);
+        if (!until || guard__now() >= until)
+            return 0;
+        char sink[16384];
+        for (;;) {
+            ssize_t r = guard__sys_recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+            if (r == 0)
+                return 0; /* the client has read the answer and left */
+            if (r < 0)
+                return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : 0;
+        }
+    }
     if (gc->reject.status)
         return guard__refuse(gc);
     char *out = buf;
@@ -640,6 +652,23 @@ static void guard__cut(guard_conn *gc, metrics_close why, int status,
     if (status && !atomic_load(&gc->responded)) {
         atomic_store(&gc->responded, true);
         guard__answer(gc->g, gc->fd, status, code, message, gc->fr.origin);
+        /* The answer, then the end of the stream; what the client still
+         * sends is read and dropped for a while (see recv) before the
+         * connection closes, since closing with unread input would send a
+         * reset that can destroy the answer before it is read. */
+        shutdown(gc->fd, SHUT_WR);
+        atomic_store(&gc->linger_until, guard__now() + GUARD__LINGER_NS);
+        atomic_store(&gc->cut, (int)why + 1);
+        if (!atomic_exchange(&gc->dead, true))
+            gc->g->dead++;
+        return;
+    } else if (why == METRICS_CLOSED_SLOW_READ) {
+        /* A reader too slow for its answer: the
+         * close resets the connection, so what the kernel still holds for
+         * it is dropped now, not sent for minutes to a client that does not
+         * read. */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(gc->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     }
     atomic_store(&gc->cut, (int)why + 1);
     guard__kill(gc);
@@ -678,8 +707,16 @@ static size_t guard__sweep(guard *g, metrics_close *closed, char (*peers)[INET6_
     int64_t now = guard__now(), window = (int64_t)cfg->rate_window_s * 1000000000LL;
     size_t n = 0;
     for (guard_conn *c = g->conns; c; c = c->next) {
-        if (atomic_load(&c->dead))
+        if (atomic_load(&c->dead)) {
+            /* The lingering after an answer is over: a shut-down read side
+             * makes libmicrohttpd read once more, see the end and close. */
+            int64_t until = atomic_load(&c->linger_until);
+            if (until && (now >= until || g->closing_all)) {
+                atomic_store(&c->linger_until, 0);
+                shutdown(c->fd, SHUT_RD);
+            }
             continue;
+        }
         int app = atomic_load(&c->app);
         bool body = app == GUARD__APP_REQ && atomic_load(&c->in_body) &&
                     !atomic_load(&c->responded);

@@ -397,8 +397,9 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
         /* A client trickling its body stays under the inactivity timeout;
          * the whole body gets a deadline. No answer can be queued
          * mid-upload (see the banner), so the connection is closed. */
-        if (http__since(&r->t0) > (double)srv->cfg.body_timeout_s)
-            return MHD_NO;
+        if (!r->gc && http__since(&r->t0) > (double)srv->cfg.body_timeout_s)
+            return MHD_NO; /* guard.c, when it tracks the connection, answers
+                              408 instead */
         http__take_body(r, upload_data, *upload_data_size);
         if (r->discard && r->bytes_in / HTTP__DRAIN_FACTOR >
                               srv->cfg.limits.max_body_bytes)
@@ -429,9 +430,11 @@ static void http__completed(void *cls, struct MHD_Connection *c,
     double seconds = http__since(&r->t0);
     /* Cut off by guard.c, which answered it (408, 503) when it could. */
     int cut = r->gc ? guard_request_cut(r->gc) : 0;
-    if (cut && !r->status && cut - 1 != METRICS_CLOSED_SLOW_READ &&
-        cut - 1 != METRICS_CLOSED_SHUTDOWN)
-        r->status = 408;
+    if (cut && !r->status && cut - 1 != METRICS_CLOSED_SLOW_READ) {
+        bool shutdown = cut - 1 == METRICS_CLOSED_SHUTDOWN;
+        r->status = shutdown ? 503 : 408;
+        r->error_code = shutdown ? "unavailable" : "request_timeout";
+    }
     if (r->gc)
         guard_request_end(r->gc);
     /* A request that never got a response (client gone, timeout) is not
