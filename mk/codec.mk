@@ -51,9 +51,24 @@ $(BUILD)/test_codec: $(BUILD)/obj/tests/service/test_codec_main.o \
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS) \
 	  $(CODEC_CHECK_LIBS) $(CODEC_WRAP)
 
+# The benchmark's other reader: simdjson On-Demand + fast_float
+# (tests/bench/bench_simdjson.cc), a benchmark package only: the service
+# does not use it (docs/performance.md, "The JSON reader").
+BENCH_DEB_PACKAGES += libsimdjson-dev
+CODEC_BENCH_CXX_OBJ := $(BUILD)/obj/tests/bench/bench_simdjson.o
+
+.PHONY: bench-codec-deps
+bench-codec-deps:
+	$(call install_missing,libsimdjson-dev)
+
+$(CODEC_BENCH_CXX_OBJ): tests/bench/bench_simdjson.cc | bench-codec-deps
+	@mkdir -p $(@D)
+	$(CODEC_CXX) $(CODEC_CXXFLAGS) -DSIMDJSON_EXCEPTIONS=0 -c $< -o $@
+
 $(BUILD)/bench_codec: $(BUILD)/obj/tests/bench/bench_codec.o \
-                      $(CODEC_OBJS) $(BUILD)/libattn.a
-	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS)
+                      $(CODEC_BENCH_CXX_OBJ) $(CODEC_OBJS) $(BUILD)/libattn.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS) \
+	  -lsimdjson -lstdc++
 
 $(BUILD)/shortest_all: $(BUILD)/obj/tests/exhaustive/shortest_all.o \
                        $(CODEC_OBJS) $(BUILD)/libattn.a

@@ -1,11 +1,20 @@
-/* bench_codec.c: micro-benchmark of the JSON codec on the contract's
- * workload 3 (n = 512, d_model = 768, 12 heads, per-head maps): parsing with
- * jansson vs the codec's reader, the library call, writing the response
- * (JSON and base64), and the cost of one float32 -> text conversion by each
- * candidate. Prints figures (best of a few runs); never fails on a time.
- * The single-threaded steps are timed in thread CPU time, so a machine
- * shared with other jobs inflates them less than wall time would.
- * `make bench-codec`. */
+/* bench_codec.c: micro-benchmark of the JSON codec. First the reader on
+ * every form in which clients write numbers (compact or spaced, indented,
+ * 6 to 17 digits, exponents), side by side with simdjson On-Demand +
+ * fast_float walking the same body (bench_simdjson.cc); then, on the
+ * contract's workload 3 (n = 512, d_model = 768, 12 heads, per-head maps):
+ * parsing with jansson vs the codec's reader, the library call, writing the
+ * response (JSON and base64), and the cost of one float32 -> text
+ * conversion by each candidate. Prints figures (best of a few runs); never
+ * fails on a time. The single-threaded steps are timed in thread CPU time,
+ * so a machine shared with other jobs inflates them less than wall time
+ * would.
+ *
+ *   bench_codec                     everything (`make bench-codec`)
+ *   bench_codec forms               the reader table only
+ *   bench_codec parse FORM READER   one parse of form FORM (its row number
+ *                                   in the table) by READER (attnd or
+ *                                   simdjson), for callgrind */
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,6 +25,7 @@
 
 #include "attend/codec.h"
 #include "attend/request.h"
+#include "bench_simdjson.h"
 
 static double now(void)
 {
@@ -236,7 +246,277 @@ static double parse_once(const char *body, size_t len,
     return t;
 }
 
-int main(void)
+/* -- the reader on every form of number ---------------------------------- */
+
+/* How a client writes one float32: the text goes to buf (64 bytes). */
+typedef size_t (*form_writer)(float v, char *buf);
+
+/* The shortest digits of v (dragonbox) laid out as Python's repr lays out
+ * a float: plain from 1e-4 up to 1e16 ("0.0001", "12.5", "3.0"), otherwise
+ * scientific with at least two exponent digits ("1e-05", "3.4028235e+38").
+ * json.dumps of a client's float32 values rounded to their shortest digits
+ * (np.float32 -> str, then float) writes exactly this. */
+static size_t fmt_python(float v, char *buf)
+{
+    char d[16];
+    uint32_t sig;
+    int exp, k, point, i;
+    size_t n = 0;
+
+    if (signbit(v))
+        buf[n++] = '-';
+    if (v == 0.0f) {
+        memcpy(buf + n, "0.0", 3);
+        return n + 3;
+    }
+    codec_num_shortest(v, &sig, &exp);
+    k = snprintf(d, sizeof d, "%u", sig);
+    point = k + exp; /* |v| = 0.d1..dk * 10^point */
+    if (point < -3 || point > 16) {
+        buf[n++] = d[0];
+        if (k > 1) {
+            buf[n++] = '.';
+            memcpy(buf + n, d + 1, (size_t)(k - 1));
+            n += (size_t)(k - 1);
+        }
+        n += (size_t)snprintf(buf + n, 16, "e%c%02d", point - 1 < 0 ? '-' : '+',
+                              abs(point - 1));
+    } else if (point <= 0) {
+        buf[n++] = '0';
+        buf[n++] = '.';
+        for (i = 0; i < -point; i++)
+            buf[n++] = '0';
+        memcpy(buf + n, d, (size_t)k);
+        n += (size_t)k;
+    } else if (point >= k) {
+        memcpy(buf + n, d, (size_t)k);
+        n += (size_t)k;
+        for (i = k; i < point; i++)
+            buf[n++] = '0';
+        memcpy(buf + n, ".0", 2);
+        n += 2;
+    } else {
+        memcpy(buf + n, d, (size_t)point);
+        n += (size_t)point;
+        buf[n++] = '.';
+        memcpy(buf + n, d + point, (size_t)(k - point));
+        n += (size_t)(k - point);
+    }
+    return n;
+}
+
+static size_t fmt_6g(float v, char *buf)
+{
+    return (size_t)snprintf(buf, 64, "%.6g", (double)v);
+}
+
+static size_t fmt_8e(float v, char *buf)
+{
+    return (size_t)snprintf(buf, 64, "%.8e", (double)v);
+}
+
+/* One way of writing a request: the numbers' text, the item separator
+ * (", " is json.dumps' default), json.dumps' indent (0: none), and whether
+ * the values span magnitudes 1e-8 to 1e2 (so that many need exponents)
+ * rather than the uniform weights of (-0.1, 0.1) and inputs of (-1, 1). */
+typedef struct form {
+    const char *name;
+    form_writer write;
+    const char *sep;
+    int indent;
+    int wide;
+} form;
+
+static const form forms[] = {
+    {"compact, %.6g (6 digits)", fmt_6g, ",", 0, 0},
+    {"json.dumps, shortest f32 digits, \", \"", fmt_python, ", ", 0, 0},
+    {"17 digits compact (tolist, JS)", fmt_17g, ",", 0, 0},
+    {"17 digits, \", \" (json.dumps)", fmt_17g, ", ", 0, 0},
+    {"json.dumps indent=2, 17 digits", fmt_17g, ",", 2, 0},
+    {"json.dumps indent=2, shortest", fmt_python, ",", 2, 0},
+    {"exponents mixed, shortest, \", \"", fmt_python, ", ", 0, 1},
+    {"exponents mixed, 17 digits", fmt_17g, ",", 0, 1},
+    {"scientific %.8e, compact", fmt_8e, ",", 0, 0},
+};
+#define NFORMS (sizeof forms / sizeof forms[0])
+
+static void newline(sbuf *b, int indent, int depth)
+{
+    int i;
+
+    put(b, "\n", 1);
+    for (i = 0; i < indent * depth; i++)
+        put(b, " ", 1);
+}
+
+/* A value of the form's distribution. */
+static float form_value(const form *f, int input)
+{
+    float u = frand() * 10.0f; /* (-1, 1) */
+
+    if (f->wide) {
+        /* log-uniform magnitude in [1e-8, 1e2], random sign */
+        float m = powf(10.0f, -8.0f + 10.0f * (frand() * 5.0f + 0.5f));
+        return u < 0 ? -m : m;
+    }
+    return input ? u : u * 0.1f;
+}
+
+/* Member `name` (first: no comma before it) of a [rows][cols] matrix. */
+static void form_matrix(sbuf *b, const form *f, const char *name, size_t rows,
+                        size_t cols, int input)
+{
+    char num[64];
+    size_t r, c;
+
+    put(b, ",", 1);
+    if (f->indent)
+        newline(b, f->indent, 1);
+    else if (f->sep[1] == ' ')
+        put(b, " ", 1);
+    put(b, "\"", 1);
+    puts_(b, name);
+    puts_(b, f->indent || f->sep[1] == ' ' ? "\": [" : "\":[");
+    for (r = 0; r < rows; r++) {
+        if (r)
+            puts_(b, f->indent ? "," : f->sep);
+        if (f->indent)
+            newline(b, f->indent, 2);
+        put(b, "[", 1);
+        for (c = 0; c < cols; c++) {
+            if (c)
+                puts_(b, f->indent ? "," : f->sep);
+            if (f->indent)
+                newline(b, f->indent, 3);
+            put(b, num, f->write(form_value(f, input), num));
+        }
+        if (f->indent)
+            newline(b, f->indent, 2);
+        put(b, "]", 1);
+    }
+    if (f->indent)
+        newline(b, f->indent, 1);
+    put(b, "]", 1);
+}
+
+/* The request of the table: n = 128, d_model = 256, 8 heads, with W_O
+ * (294912 numbers), written in form f. The buffer has simdjson's padding
+ * after the body. */
+static char *form_body(const form *f, size_t *len, size_t *numbers)
+{
+    sbuf b = {0};
+    const size_t n = 128, d = 256;
+    char *padded;
+
+    rng = 7;
+    put(&b, "{", 1);
+    if (f->indent)
+        newline(&b, f->indent, 1);
+    puts_(&b, f->indent || f->sep[1] == ' ' ? "\"num_heads\": 8"
+                                            : "\"num_heads\":8");
+    form_matrix(&b, f, "x", n, d, 1);
+    form_matrix(&b, f, "w_q", d, d, 0);
+    form_matrix(&b, f, "w_k", d, d, 0);
+    form_matrix(&b, f, "w_v", d, d, 0);
+    form_matrix(&b, f, "w_o", d, d, 0);
+    if (f->indent)
+        newline(&b, f->indent, 0);
+    put(&b, "}", 1);
+    padded = malloc(b.len + bench_simdjson_padding() + 1);
+    if (padded == NULL) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    memcpy(padded, b.s, b.len);
+    memset(padded + b.len, 0, bench_simdjson_padding() + 1);
+    *len = b.len;
+    *numbers = n * d + 4 * d * d;
+    free(b.s);
+    return padded;
+}
+
+/* Seconds of one simdjson walk of body into out, or -1 when it fails. */
+static double simdjson_once(const char *body, size_t len, float *out,
+                            size_t room)
+{
+    size_t count = 0;
+    double t = now();
+
+    if (bench_simdjson_parse(body, len, len + bench_simdjson_padding(), out,
+                             room, &count) != 0 || count != room)
+        return -1;
+    return now() - t;
+}
+
+/* The table: each form's body parsed by codec_parse and by simdjson,
+ * alternately, best of reps each. */
+static int reader_forms(int reps)
+{
+    limits_config lim;
+    size_t i;
+
+    limits_defaults(&lim);
+    printf("codec_parse against simdjson On-Demand (%s kernel) + fast_float, "
+           "n = 128, d_model = 256, 8 heads, W_O (294912 numbers), one core, "
+           "best of %d (thread CPU time):\n", bench_simdjson_impl(), reps);
+    printf("  %-38s %6s %9s %7s %9s %7s %7s\n", "numbers written as",
+           "MB", "attnd ms", "GB/s", "simdj ms", "GB/s", "ratio");
+    for (i = 0; i < NFORMS; i++) {
+        size_t len, numbers;
+        char *body = form_body(&forms[i], &len, &numbers);
+        float *out = malloc(numbers * sizeof(float));
+        double best_a = 1e30, best_s = 1e30, t;
+        int rep;
+
+        for (rep = 0; rep < reps; rep++) {
+            if ((t = parse_once(body, len, &lim, forms[i].name)) < 0)
+                return 1;
+            if (t < best_a)
+                best_a = t;
+            if ((t = simdjson_once(body, len, out, numbers)) < 0) {
+                printf("simdjson failed on %s\n", forms[i].name);
+                return 1;
+            }
+            if (t < best_s)
+                best_s = t;
+        }
+        printf("  %-38s %6.2f %9.2f %7.2f %9.2f %7.2f %6.1fx\n",
+               forms[i].name, (double)len / 1e6, best_a * 1e3,
+               (double)len / best_a * 1e-9, best_s * 1e3,
+               (double)len / best_s * 1e-9, best_s / best_a);
+        free(out);
+        free(body);
+    }
+    printf("  (ratio: simdjson's time over attnd's; above 1, attnd is "
+           "faster)\n");
+    return 0;
+}
+
+/* One parse of form f by reader ("attnd" or "simdjson"), for counting
+ * instructions under callgrind. */
+static int reader_one(size_t f, const char *reader)
+{
+    limits_config lim;
+    size_t len, numbers;
+    char *body;
+    float *out;
+    double t;
+
+    if (f >= NFORMS)
+        return 2;
+    limits_defaults(&lim);
+    body = form_body(&forms[f], &len, &numbers);
+    out = malloc(numbers * sizeof(float));
+    t = strcmp(reader, "simdjson") == 0
+            ? simdjson_once(body, len, out, numbers)
+            : parse_once(body, len, &lim, forms[f].name);
+    printf("%s, %s: %.2f ms\n", forms[f].name, reader, t * 1e3);
+    free(out);
+    free(body);
+    return t < 0;
+}
+
+int main(int argc, char **argv)
 {
     size_t len, numbers, i, out_len;
     char *body = workload3(&len, &numbers);
@@ -248,6 +528,14 @@ int main(void)
     codec_request *req = NULL;
     codec_error err = {0};
     char *chunk = malloc(1 << 16);
+
+    if (argc >= 4 && strcmp(argv[1], "parse") == 0)
+        return reader_one((size_t)atoi(argv[2]), argv[3]);
+    if (reader_forms(30) != 0)
+        return 1;
+    if (argc >= 2 && strcmp(argv[1], "forms") == 0)
+        return 0;
+    printf("\n");
 
     limits_defaults(&lim);
     printf("workload 3 request: %zu numbers, %.1f MB of JSON\n", numbers,
