@@ -126,7 +126,7 @@ END_TEST
 START_TEST(test_config_help_lists_every_option)
 {
     config cfg;
-    char out[8192] = "", err[64];
+    char out[16384] = "", err[64];
     const char *args[] = {"--help", NULL};
     ck_assert_int_eq(parse(&cfg, args, out, sizeof out, err, sizeof err),
                      CONFIG_EXIT);
@@ -140,13 +140,52 @@ START_TEST(test_config_help_lists_every_option)
         "--max-in-flight", "ATTND_MAX_IN_FLIGHT", "--timeout", "ATTND_TIMEOUT",
         "--cors-origins", "ATTND_CORS_ORIGINS", "--drain-delay",
         "ATTND_DRAIN_DELAY", "--quiet", "ATTND_QUIET", "--healthcheck",
-        "--version", "default 8080", "default 0.0.0.0"};
+        "--version", "default 8080", "default 0.0.0.0",
+        "--max-connections-per-ip", "ATTND_MAX_CONNECTIONS_PER_IP",
+        "--header-timeout", "ATTND_HEADER_TIMEOUT", "--min-body-rate",
+        "ATTND_MIN_BODY_RATE", "--min-send-rate", "ATTND_MIN_SEND_RATE",
+        "--rate-window", "ATTND_RATE_WINDOW", "--max-buffered-bytes",
+        "ATTND_MAX_BUFFERED_BYTES", "--max-request-bytes",
+        "ATTND_MAX_REQUEST_BYTES", "--shutdown-timeout",
+        "ATTND_SHUTDOWN_TIMEOUT", "default auto"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(out, want[i]) != NULL, "--help lacks %s", want[i]);
     const char *ver[] = {"--version", NULL};
     ck_assert_int_eq(parse(&cfg, ver, out, sizeof out, err, sizeof err),
                      CONFIG_EXIT);
     ck_assert_ptr_nonnull(strstr(out, CONFIG_VERSION));
+}
+END_TEST
+
+START_TEST(test_config_connection_limits_and_auto_sizes)
+{
+    config cfg;
+    char out[64], err[512];
+    ck_assert_int_eq(parse(&cfg, NULL, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    ck_assert_uint_eq(cfg.max_connections_per_ip, 64);
+    ck_assert_uint_eq(cfg.header_timeout_s, 10);
+    ck_assert_uint_eq(cfg.min_body_rate, 65536);
+    ck_assert(cfg.shutdown_timeout_s == 25);
+    /* 0 until resolved: sized from the memory the process may use. */
+    ck_assert_uint_eq(cfg.max_buffered_bytes, 0);
+    ck_assert_uint_eq(cfg.limits.max_request_bytes, 0);
+    const char *args[] = {"--max-in-flight", "8", "--max-buffered-bytes",
+                          "auto", "--max-connections-per-ip=0", NULL};
+    ck_assert_int_eq(parse(&cfg, args, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    ck_assert_uint_eq(cfg.max_connections_per_ip, 0);
+    config_resolve(&cfg);
+    size_t mem = config_memory_bytes();
+    ck_assert_uint_gt(mem, 0);
+    ck_assert_uint_eq(cfg.max_buffered_bytes, mem / 4);
+    ck_assert_uint_eq(cfg.limits.max_request_bytes, mem / 2 / 8);
+    /* Given values stay. */
+    const char *given[] = {"--max-request-bytes", "1000", NULL};
+    ck_assert_int_eq(parse(&cfg, given, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    config_resolve(&cfg);
+    ck_assert_uint_eq(cfg.limits.max_request_bytes, 1000);
 }
 END_TEST
 
@@ -167,6 +206,7 @@ Suite *config_suite(void)
     tcase_add_test(t, test_config_bad_values_refused);
     tcase_add_test(t, test_config_help_lists_every_option);
     tcase_add_test(t, test_config_usable_cores_positive);
+    tcase_add_test(t, test_config_connection_limits_and_auto_sizes);
     suite_add_tcase(s, t);
     return s;
 }

@@ -341,6 +341,17 @@ static char *get_metrics(uint16_t p)
     return r.body;
 }
 
+/* /metrics after closing fds[0..n) (those still open), on a connection
+ * of its own. */
+static char *get_metrics_close(uint16_t p, int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    sleep_ms(100);
+    return get_metrics(p);
+}
+
 START_TEST(test_http_metrics_move)
 {
     wait_idle(srv);
@@ -959,6 +970,123 @@ START_TEST(test_http_client_vanishing_mid_response)
 }
 END_TEST
 
+/* -- hostile clients ------------------------------------------------------ */
+
+START_TEST(test_http_client_gone_mid_compute_cancelled)
+{
+    /* Every compute thread is held, so the request waits in the pool; its
+     * client leaves; once the pool is free the request's tasks are
+     * skipped and counted as cancelled. */
+    blocker b = {0};
+    saturate sat = {server_executor(srv), &b};
+    pthread_t tb;
+    pthread_create(&tb, NULL, saturate_pool, &sat);
+    while (atomic_load(&b.started) < sat.exec->workers)
+        sleep_ms(2);
+    ts_case k;
+    ts_case_make(&k, 256, 64, 4, 16, NULL);
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: "
+                      "application/json\r\nContent-Length: %zu\r\n\r\n",
+                      k.json_len);
+    int fd = ts_connect(port);
+    ck_assert_int_eq(send(fd, head, (size_t)hl, MSG_NOSIGNAL), hl);
+    ck_assert_int_eq(send(fd, k.json, k.json_len, MSG_NOSIGNAL),
+                     (ssize_t)k.json_len);
+    wait_in_flight(srv, 1);
+    sleep_ms(300); /* its body is complete: it is waiting in the pool */
+    close(fd);
+    sleep_ms(600); /* the guard's sweeper notices within 250 ms */
+    atomic_store(&b.release, 1);
+    pthread_join(tb, NULL);
+    wait_idle(srv);
+    char *m = get_metrics(port);
+    ck_assert_double_eq(ts_metric(m, "attnd_compute_cancelled_total"), 1);
+    free(m);
+    ts_case_free(&k);
+}
+END_TEST
+
+START_TEST(test_http_per_address_limit_503)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.max_connections_per_ip = 3;
+    server *s = ts_start(&cfg);
+    int fds[3];
+    for (int i = 0; i < 3; i++)
+        fds[i] = ts_connect(server_port(s));
+    /* The fourth from the same address is answered 503 and closed. */
+    char out[2048];
+    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+    int st = ts_raw(server_port(s), probe, sizeof probe - 1, out, sizeof out);
+    ck_assert_int_eq(st, 503);
+    ck_assert_ptr_nonnull(strstr(out, "\"unavailable\""));
+    ck_assert_ptr_nonnull(strstr(out, "Retry-After: 1"));
+    close(fds[0]);
+    fds[0] = -1;
+    sleep_ms(100);
+    ck_assert_int_eq(ts_raw(server_port(s), probe, sizeof probe - 1, out,
+                            sizeof out),
+                     200);
+    char *m = get_metrics_close(server_port(s), fds, 3);
+    ck_assert_double_eq(
+        ts_metric(m, "attnd_connections_refused_total{reason=\"per_ip\"}"), 1);
+    free(m);
+    server_stop(s);
+}
+END_TEST
+
+START_TEST(test_http_full_closes_longest_idle)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.max_connections = 3;
+    cfg.max_connections_per_ip = 0;
+    server *s = ts_start(&cfg);
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = ts_connect(server_port(s));
+        sleep_ms(20);
+    }
+    sleep_ms(100);
+    /* Full: the oldest idle connection makes room for a new one. */
+    ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
+    char c;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ck_assert_int_eq(recv(fds[0], &c, 1, 0), 0);
+    char *m = get_metrics_close(server_port(s), fds, 3);
+    ck_assert_double_eq(
+        ts_metric(m, "attnd_connections_closed_total{reason=\"idle_evicted\"}"),
+        1);
+    free(m);
+    server_stop(s);
+}
+END_TEST
+
+START_TEST(test_http_header_timeout_408)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.header_timeout_s = 1;
+    server *s = ts_start(&cfg);
+    static const char partial[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n";
+    char out[1024];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int st = ts_raw(server_port(s), partial, sizeof partial - 1, out,
+                    sizeof out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ck_assert_int_eq(st, 408);
+    ck_assert_ptr_nonnull(strstr(out, "\"request_timeout\""));
+    ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 5);
+    ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
+    server_stop(s);
+}
+END_TEST
+
 /* -- drain in-process ----------------------------------------------------- */
 
 static size_t discard(char *d, size_t s, size_t n, void *arg)
@@ -1041,6 +1169,10 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_health_during_heavy_request);
     tcase_add_test(t, test_http_client_vanishing_mid_response);
     tcase_add_test(t, test_http_quiesce_closes_idle_and_refuses_new_work);
+    tcase_add_test(t, test_http_client_gone_mid_compute_cancelled);
+    tcase_add_test(t, test_http_per_address_limit_503);
+    tcase_add_test(t, test_http_full_closes_longest_idle);
+    tcase_add_test(t, test_http_header_timeout_408);
     suite_add_tcase(s, t);
     return s;
 }
