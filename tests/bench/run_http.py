@@ -227,15 +227,20 @@ class Server:
 
     def cpu_seconds(self):
         """User + system CPU time of the server's processes so far."""
-        ticks = 0
+        return sum(self.cpu_by_pid().values())
+
+    def cpu_by_pid(self):
+        """{pid: user + system CPU seconds} of the server's processes."""
+        out = {}
         for pid in self.pids():
             try:
                 with open("/proc/%d/stat" % pid) as f:
                     fields = f.read().rsplit(")", 1)[1].split()
-                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+                out[pid] = ((int(fields[11]) + int(fields[12]))  # utime, stime
+                            / os.sysconf("SC_CLK_TCK"))
             except (OSError, IndexError, ValueError):
                 pass
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return out
 
     def peak_rss_mib(self):
         total = 0
@@ -384,6 +389,7 @@ def bench_one(kind, case, args, bodies, refs, answers):
         r = {"meta_elapsed_ms": meta.get("elapsed_ms"),
              "body_bytes": len(body)}
         cpu0 = srv.cpu_seconds()
+        by_pid0 = srv.cpu_by_pid()
         if how == "wrk":
             r.update(run_wrk(port, bodies[cid], args.wrk_seconds))
             print("  %-6s %-9s %9.1f req/s  p50 %.1f ms  p90 %.1f ms  "
@@ -403,6 +409,18 @@ def bench_one(kind, case, args, bodies, refs, answers):
         done = r["requests"] if how == "wrk" else r["n"]
         r["cpu_ms_per_request"] = ((srv.cpu_seconds() - cpu0) * 1e3
                                    / done if done else None)
+        if kind == "peer":
+            # uvicorn's workers share one listening socket: the connections
+            # of a run may all land on one worker, which then serves on one
+            # core. The share of each process shows it.
+            used = sorted((t - by_pid0.get(pid, 0.0)
+                           for pid, t in srv.cpu_by_pid().items()),
+                          reverse=True)
+            total = sum(used)
+            if total > 0:
+                r["cpu_shares"] = [round(u / total, 3) for u in used]
+                print("  peer CPU by process: %s" % " / ".join(
+                    "%.0f%%" % (100 * u / total) for u in used), flush=True)
         if name == "w4" and form == FORMS[0]:
             # the peak read just before and just after these requests (the
             # higher of the two), beside the run-wide one: this machine's
