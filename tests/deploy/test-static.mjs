@@ -124,10 +124,19 @@ test("dockerfile-lint: the linter does flag a broken Dockerfile", () => {
   assert.ok(lintDockerfile(broken).length >= 2);
 });
 
-// Time of one request at the default ATTND_MAX_FLOPS (2e11) on one core:
-// measured at about 4.3 CPU-seconds here (README.md, Deployment), counted as 16 s
-// for older CPUs and contended nodes.
-const SLOWEST_REQUEST_ONE_CORE_S = 16;
+// Seconds between the end of attnd's --shutdown-timeout and its exit: the
+// cut-off computations stop at their next task, then the process frees and
+// exits (measured well under 1 s; counted as 5 s for contended nodes).
+const EXIT_AFTER_TIMEOUT_S = 5;
+// Memory of the process itself beside what its limits bound: threads,
+// OpenBLAS, the binary, thousands of connections (~1.3 KiB each).
+const PROCESS_BASE_MIB = 128;
+
+function mib(quantity) {
+  const m = /^(\d+)(Mi|Gi)$/.exec(quantity);
+  assert.ok(m, `memory quantity ${quantity} in Mi or Gi`);
+  return Number(m[1]) * (m[2] === "Gi" ? 1024 : 1);
+}
 
 function debianCodename() {
   const m = /VERSION_CODENAME=(\w+)/.exec(readFileSync("/etc/os-release", "utf8"));
@@ -216,7 +225,7 @@ test("k8s: resources, threads from the CPU limit, and a single OpenBLAS thread",
   assert.equal(env.OPENBLAS_NUM_THREADS.value, "1");
 });
 
-test("k8s: draining: preStop pause, grace period beyond it and the slowest request", () => {
+test("k8s: draining: preStop pause, grace period beyond it and attnd's shutdown timeout", () => {
   const df = dockerfile();
   const deploy = findKind(k8sObjects(), "Deployment");
   const c = attndContainer(deploy);
@@ -224,21 +233,37 @@ test("k8s: draining: preStop pause, grace period beyond it and the slowest reque
   assert.equal(cmd[0], "/bin/sleep", "the runtime image (debian slim) has /bin/sleep and no shell is needed");
   const pause = Number(cmd[1]);
   assert.ok(pause >= 3 && pause <= 15, `preStop pause ${pause} s`);
-  // A drained pod must finish every request it holds: the last body may
-  // take ATTND_BODY_TIMEOUT to arrive, then ATTND_MAX_IN_FLIGHT requests of
-  // at most ATTND_MAX_FLOPS run ATTND_THREADS (the CPU limit) at a time.
+  // attnd bounds its own drain: from SIGTERM to exit takes at most
+  // ATTND_SHUTDOWN_TIMEOUT, however many slow or idle clients it holds, so
+  // the grace period need only cover the pause and that.
   const env = Object.fromEntries(c.env.map((e) => [e.name, e.value]));
-  const inFlight = Number(env.ATTND_MAX_IN_FLIGHT);
-  const bodyS = Number(env.ATTND_BODY_TIMEOUT);
-  assert.ok(inFlight >= 1 && bodyS >= 1, "ATTND_MAX_IN_FLIGHT and ATTND_BODY_TIMEOUT are set, so the drain time is bounded");
-  const cpus = Number(c.resources.limits.cpu);
-  const drainS = pause + bodyS + Math.ceil(inFlight / cpus) * SLOWEST_REQUEST_ONE_CORE_S;
+  const shutdownS = Number(env.ATTND_SHUTDOWN_TIMEOUT);
+  assert.ok(shutdownS >= 1, "ATTND_SHUTDOWN_TIMEOUT is set, so the drain time is bounded");
+  const drainS = pause + shutdownS + EXIT_AFTER_TIMEOUT_S;
   const grace = deploy.spec.template.spec.terminationGracePeriodSeconds;
   assert.ok(grace >= drainS, `terminationGracePeriodSeconds ${grace} < ${drainS}`);
   // Without ATTND_DRAIN_DELAY the preStop pause does the waiting; the daemon
   // must not wait a second time.
   assert.equal(c.env.find((e) => e.name === "ATTND_DRAIN_DELAY"), undefined);
   assert.equal(df.env.ATTND_DRAIN_DELAY, undefined);
+});
+
+test("k8s: the memory limit holds what attnd's limits bound", () => {
+  // Working memory of the requests computing, the bodies being received and
+  // the tensor store are each bounded by a setting; their sum and the
+  // process itself must fit the container's limit, or a burst within every
+  // limit could still get the pod OOM-killed.
+  const c = attndContainer(findKind(k8sObjects(), "Deployment"));
+  const env = Object.fromEntries(c.env.map((e) => [e.name, e.value]));
+  const inFlight = Number(env.ATTND_MAX_IN_FLIGHT);
+  const requestB = Number(env.ATTND_MAX_REQUEST_BYTES);
+  const bufferedB = Number(env.ATTND_MAX_BUFFERED_BYTES);
+  const storeB = Number(env.ATTND_TENSOR_STORE_BYTES ?? 256 * 1024 * 1024);
+  assert.ok(inFlight >= 1 && requestB >= 1 && bufferedB >= 1,
+    "ATTND_MAX_IN_FLIGHT, ATTND_MAX_REQUEST_BYTES and ATTND_MAX_BUFFERED_BYTES are set");
+  const needMiB = (inFlight * requestB + bufferedB + storeB) / (1 << 20) + PROCESS_BASE_MIB;
+  const limitMiB = mib(c.resources.limits.memory);
+  assert.ok(needMiB <= limitMiB, `the limits need ${needMiB} MiB, the container may use ${limitMiB} MiB`);
 });
 
 test("k8s: non-root, read-only root filesystem, no privilege escalation, user matches the image", () => {
@@ -343,7 +368,8 @@ test("compose: known keys only; healthcheck, user, signal and build agree with t
   assert.equal(s.environment.OPENBLAS_NUM_THREADS, "1");
   // The limits that bound memory and the drain are the Deployment's.
   const podEnv = attndContainer(findKind(k8sObjects(), "Deployment")).env;
-  for (const v of ["ATTND_MAX_IN_FLIGHT", "ATTND_BODY_TIMEOUT"]) {
+  for (const v of ["ATTND_MAX_IN_FLIGHT", "ATTND_MAX_REQUEST_BYTES", "ATTND_MAX_BUFFERED_BYTES",
+    "ATTND_BODY_TIMEOUT", "ATTND_SHUTDOWN_TIMEOUT"]) {
     assert.equal(s.environment[v], podEnv.find((e) => e.name === v).value, v);
   }
   const grace = Number(/^(\d+)s$/.exec(s.stop_grace_period)?.[1]);

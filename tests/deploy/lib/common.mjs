@@ -11,7 +11,7 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 export const K8S_DIR = path.join(ROOT, "deploy/k8s");
 export const COMPOSE_FILE = path.join(ROOT, "deploy/docker-compose.yml");
 export const DOCKERFILE = path.join(ROOT, "Dockerfile");
-export const DOCS = path.join(ROOT, "README.md");
+export const DOCS = path.join(ROOT, "docs", "operations.md");
 
 export function k8sFiles() {
   return readdirSync(K8S_DIR).filter((f) => /\.ya?ml$/.test(f)).sort()
