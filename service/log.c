@@ -1,6 +1,7 @@
 /* log.c: JSON log lines, each written with a single write(2). */
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,4 +118,43 @@ void log_event(const char *level, const char *msg, const char *extra)
     if (extra && *extra)
         log__append(buf, &len, LOG__LINE_MAX - 4, ",%s", extra);
     log__end(buf, len);
+}
+
+/* Lines of libmicrohttpd allowed per second (see log_libmicrohttpd). */
+#define LOG__MHD_PER_SECOND 10
+
+void log_libmicrohttpd(void *cls, const char *fmt, va_list ap)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static time_t second;
+    static unsigned lines, held;
+    (void)cls;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&mu);
+    if (now.tv_sec != second) {
+        second = now.tv_sec;
+        lines = 0;
+    }
+    if (lines >= LOG__MHD_PER_SECOND) {
+        held++;
+        pthread_mutex_unlock(&mu);
+        return;
+    }
+    lines++;
+    unsigned suppressed = held;
+    held = 0;
+    pthread_mutex_unlock(&mu);
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    char extra[700];
+    size_t len = 0;
+    memcpy(extra, "\"detail\":", 10);
+    len = 9;
+    log_json_string(extra, &len, sizeof extra - 32, msg);
+    snprintf(extra + len, sizeof extra - len, ",\"suppressed\":%u", suppressed);
+    log_event("warn", "libmicrohttpd", extra);
 }

@@ -2,6 +2,7 @@
 #ifndef ATTND_LOG_H
 #define ATTND_LOG_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -22,6 +23,13 @@ void log_request(const log_request_line *line);
 /* An event line: {"ts":..,"level":level,"msg":msg} followed by the
  * already-formatted JSON members in extra ("\"k\":v,..." or NULL). */
 void log_event(const char *level, const char *msg, const char *extra);
+
+/* libmicrohttpd's messages (its MHD_OPTION_EXTERNAL_LOGGER) as "warn"
+ * events with the text in "detail"; at most 10 lines a second, the lines
+ * held back meanwhile counted in the next one's "suppressed", so a flood
+ * of hostile connections cannot flood the log. cls is unused. */
+void log_libmicrohttpd(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* Appends s as a JSON string (quotes included) to buf[*len..cap), truncating
  * safely; *len never exceeds cap - 1 and buf stays NUL-terminated. */

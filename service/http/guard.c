@@ -1,13 +1,12 @@
 /* guard.c: the connection layer under libmicrohttpd (see guard.h): the
- * accept4, recv and close it calls, a table of connections by descriptor,
- * and the sweeper thread that applies deadlines. */
-#define _GNU_SOURCE /* accept4, POLLRDHUP */
+ * accept4, recv and close it calls, and the table of connections by
+ * descriptor. The deadlines and the lifecycle are in sweep.c. */
+#define _GNU_SOURCE /* accept4 */
 #include "http/guard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,84 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http/framing.h"
+#include "http/guard_internal.h"
 #include "log.h"
 
-/* Bytes read ahead while a head is being checked: a head at its limit and
- * the start of what follows. */
-#define GUARD__IN_CAP (FRAMING_MAX_HEAD + 4096)
-/* How long input is still read and dropped after a raw answer, so the
- * client, perhaps still sending, reads the answer instead of a reset. */
-#define GUARD__LINGER_NS 2000000000LL
-/* Sweeper period, nanoseconds. */
-#define GUARD__TICK_NS 250000000LL
-/* Per-address counts: buckets of a chained hash. */
-#define GUARD__IP_BUCKETS 4096
-/* Listening sockets of all guards in the process (tests run several). */
-#define GUARD__MAX_LISTENERS 16
-
-typedef enum guard__app {
-    GUARD__APP_NONE, /* no request at the application */
-    GUARD__APP_REQ,  /* begun: its body may be arriving, or it is answered */
-    GUARD__APP_WORK, /* suspended while its computation runs */
-    GUARD__APP_SEND  /* its streamed answer is being read */
-} guard__app;
-
-typedef struct guard__ip {
-    unsigned char addr[16];
-    size_t count;
-    struct guard__ip *next;
-} guard__ip;
-
-struct guard_conn {
-    guard *g;
-    int fd;
-    unsigned char addr[16];
-    char peer[INET6_ADDRSTRLEN];
-    guard_conn *prev, *next; /* g's list, under guard__mu */
-
-    /* Read by the sweeper, written by the connection's libmicrohttpd
-     * thread and the request's callbacks. */
-    _Atomic int64_t t_idle; /* since when between requests */
-    _Atomic int64_t t_head; /* first byte of an unfinished head, 0: none */
-    _Atomic int64_t t_req;  /* the current request's start */
-    atomic_int app;
-    atomic_bool in_body; /* the framing is inside a body */
-    atomic_bool responded;
-    atomic_bool dead; /* shut down by this layer: reads see the end */
-    _Atomic int64_t linger_until; /* an answer sent: input drained until */
-    atomic_int cut;   /* METRICS_CLOSED_* + 1 */
-    _Atomic uint64_t seq, rx, tx;
-    atomic_bool *cancel; /* under guard__mu */
-
-    /* The sweeper's own: the rate window. */
-    uint64_t snap_seq, snap_bytes;
-    int64_t snap_t;
-    int snap_kind;
-
-    /* The libmicrohttpd thread's own: framing and held-back bytes. */
-    framing fr;
-    char *in;
-    size_t in_len, in_ready; /* in[0..in_ready) is classified */
-    framing_error reject;     /* to answer at the next read */
-    bool eof;
-};
-
-struct guard {
-    const config *cfg;
-    metrics *m;
-    guard_conn *conns; /* list head */
-    size_t open, dead;
-    guard__ip *ips[GUARD__IP_BUCKETS];
-    bool closing_idle, closing_all, stopping;
-    pthread_t sweeper;
-    pthread_cond_t wake;
-    /* log rate limit, per reason: last line's time and lines held back */
-    int64_t log_t[METRICS_CLOSED_COUNT + METRICS_REFUSED_COUNT];
-    unsigned log_held[METRICS_CLOSED_COUNT + METRICS_REFUSED_COUNT];
-};
-
-static pthread_mutex_t guard__mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t guard__mu = PTHREAD_MUTEX_INITIALIZER;
 static guard_conn *_Atomic *guard__table; /* by descriptor */
 static size_t guard__table_size;
 static struct {
@@ -105,12 +30,6 @@ static struct {
     guard *g;
 } guard__listeners[GUARD__MAX_LISTENERS];
 
-static int64_t guard__now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 static ssize_t guard__sys_recv(int fd, void *buf, size_t len, int flags)
 {
@@ -160,7 +79,7 @@ static const char *guard__reason(int status)
 
 /* Sends a whole answer with the contract's error body and Connection:
  * close, without blocking; a client that cannot take it loses it. */
-static void guard__answer(const guard *g, int fd, int status,
+void guard__answer(const guard *g, int fd, int status,
                           const char *code, const char *message,
                           const char *origin)
 {
@@ -219,7 +138,7 @@ static void guard__log(guard *g, size_t slot, const char *what,
     log_event("warn", what, extra);
 }
 
-static void guard__closed(guard *g, metrics_close why, const char *peer)
+void guard__closed(guard *g, metrics_close why, const char *peer)
 {
     metrics_closed(g->m, why);
     guard__log(g, (size_t)why, "connection closed", metrics_close_name(why),
@@ -253,7 +172,7 @@ static guard__ip **guard__ip_slot(guard *g, const unsigned char *addr)
 
 /* Shuts a connection down (under guard__mu): its reads see the end, and
  * libmicrohttpd closes it. */
-static void guard__kill(guard_conn *gc)
+void guard__kill(guard_conn *gc)
 {
     if (atomic_exchange(&gc->dead, true))
         return;
@@ -340,7 +259,7 @@ static int guard__admit(guard *g, int fd, const struct sockaddr_storage *ss,
 }
 
 /* Drops fd's connection (under guard__mu); returns it to be freed. */
-static guard_conn *guard__forget(int fd)
+guard_conn *guard__forget(int fd)
 {
     guard_conn *gc = guard__lookup(fd);
     if (!gc)
@@ -587,253 +506,12 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
     return -1;
 }
 
-/* -- the stages of a request -------------------------------------------- */
-
-void guard_request_begin(guard_conn *gc)
-{
-    atomic_fetch_add(&gc->seq, 1);
-    atomic_store(&gc->responded, false);
-    atomic_store(&gc->cut, 0);
-    atomic_store(&gc->t_req, guard__now());
-    atomic_store(&gc->app, GUARD__APP_REQ);
-}
-
-void guard_request_responded(guard_conn *gc)
-{
-    atomic_store(&gc->responded, true);
-}
-
-void guard_request_work(guard_conn *gc, atomic_bool *cancel)
-{
-    pthread_mutex_lock(&guard__mu);
-    gc->cancel = cancel;
-    atomic_store(&gc->app, GUARD__APP_WORK);
-    bool all = gc->g->closing_all;
-    pthread_mutex_unlock(&guard__mu);
-    if (all)
-        atomic_store(cancel, true);
-}
-
-void guard_request_send(guard_conn *gc)
-{
-    pthread_mutex_lock(&guard__mu);
-    gc->cancel = NULL;
-    atomic_store(&gc->responded, true);
-    atomic_store(&gc->app, GUARD__APP_SEND);
-    pthread_mutex_unlock(&guard__mu);
-}
-
-void guard_request_sent(guard_conn *gc, size_t bytes)
-{
-    atomic_fetch_add_explicit(&gc->tx, bytes, memory_order_relaxed);
-}
-
-void guard_request_end(guard_conn *gc)
-{
-    pthread_mutex_lock(&guard__mu);
-    gc->cancel = NULL;
-    atomic_store(&gc->t_idle, guard__now());
-    atomic_store(&gc->app, GUARD__APP_NONE);
-    pthread_mutex_unlock(&guard__mu);
-}
-
-int guard_request_cut(const guard_conn *gc)
-{
-    return atomic_load(&gc->cut);
-}
-
-/* -- the sweeper ---------------------------------------------------------- */
-
-/* Closes one connection for a reason (under guard__mu), answering first
- * with status when it is not 0 and no answer has begun. */
-static void guard__cut(guard_conn *gc, metrics_close why, int status,
-                       const char *code, const char *message)
-{
-    if (status && !atomic_load(&gc->responded)) {
-        atomic_store(&gc->responded, true);
-        guard__answer(gc->g, gc->fd, status, code, message, gc->fr.origin);
-        /* The answer, then the end of the stream; what the client still
-         * sends is read and dropped for a while (see recv) before the
-         * connection closes, since closing with unread input would send a
-         * reset that can destroy the answer before it is read. */
-        shutdown(gc->fd, SHUT_WR);
-        atomic_store(&gc->linger_until, guard__now() + GUARD__LINGER_NS);
-        atomic_store(&gc->cut, (int)why + 1);
-        if (!atomic_exchange(&gc->dead, true))
-            gc->g->dead++;
-        return;
-    } else if (why == METRICS_CLOSED_SLOW_READ) {
-        /* A reader too slow for its answer: the
-         * close resets the connection, so what the kernel still holds for
-         * it is dropped now, not sent for minutes to a client that does not
-         * read. */
-        struct linger lg = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(gc->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    }
-    atomic_store(&gc->cut, (int)why + 1);
-    guard__kill(gc);
-}
-
-/* Whether a rate-checked stage (kind, counter) fell under min bytes/s over
- * the last window; starts a new window when one is complete. */
-static bool guard__slow(guard_conn *gc, int kind, uint64_t counter,
-                        size_t min, int64_t now, int64_t window)
-{
-    uint64_t seq = atomic_load(&gc->seq);
-    if (gc->snap_kind != kind || gc->snap_seq != seq) {
-        gc->snap_kind = kind;
-        gc->snap_seq = seq;
-        gc->snap_t = now;
-        gc->snap_bytes = counter;
-        return false;
-    }
-    if (now - gc->snap_t < window)
-        return false;
-    double rate = (double)(counter - gc->snap_bytes) * 1e9 /
-                  (double)(now - gc->snap_t);
-    if (min && rate < (double)min)
-        return true;
-    gc->snap_t = now;
-    gc->snap_bytes = counter;
-    return false;
-}
-
-/* One pass over the connections (under guard__mu). The reasons of those
- * closed are collected in closed[] for the log and counts. */
-static size_t guard__sweep(guard *g, metrics_close *closed, char (*peers)[INET6_ADDRSTRLEN],
-                           size_t cap)
-{
-    const config *cfg = g->cfg;
-    int64_t now = guard__now(), window = (int64_t)cfg->rate_window_s * 1000000000LL;
-    size_t n = 0;
-    for (guard_conn *c = g->conns; c; c = c->next) {
-        if (atomic_load(&c->dead)) {
-            /* The lingering after an answer is over: a shut-down read side
-             * makes libmicrohttpd read once more, see the end and close. */
-            int64_t until = atomic_load(&c->linger_until);
-            if (until && (now >= until || g->closing_all)) {
-                atomic_store(&c->linger_until, 0);
-                shutdown(c->fd, SHUT_RD);
-            }
-            continue;
-        }
-        int app = atomic_load(&c->app);
-        bool body = app == GUARD__APP_REQ && atomic_load(&c->in_body) &&
-                    !atomic_load(&c->responded);
-        int64_t t_head = atomic_load(&c->t_head);
-        int why = -1;
-        if (g->closing_all) {
-            if (c->cancel)
-                atomic_store(c->cancel, true);
-            guard__cut(c, METRICS_CLOSED_SHUTDOWN, body ? 503 : 0,
-                       "unavailable", "shutting down: the request was cut off");
-            why = METRICS_CLOSED_SHUTDOWN;
-        } else if (g->closing_idle && (app == GUARD__APP_NONE || body)) {
-            guard__cut(c, METRICS_CLOSED_SHUTDOWN,
-                       body || t_head ? 503 : 0, "unavailable",
-                       "shutting down: not accepting new work");
-            why = METRICS_CLOSED_SHUTDOWN;
-        } else if (app == GUARD__APP_NONE && t_head &&
-                   now - t_head > (int64_t)cfg->header_timeout_s * 1000000000LL) {
-            guard__cut(c, METRICS_CLOSED_HEADER_TIMEOUT, 408,
-                       "request_timeout",
-                       "the request head did not arrive within "
-                       "--header-timeout");
-            why = METRICS_CLOSED_HEADER_TIMEOUT;
-        } else if (body) {
-            if (now - atomic_load(&c->t_req) >
-                (int64_t)cfg->body_timeout_s * 1000000000LL) {
-                guard__cut(c, METRICS_CLOSED_BODY_TIMEOUT, 408,
-                           "request_timeout",
-                           "the request body did not arrive within "
-                           "--body-timeout");
-                why = METRICS_CLOSED_BODY_TIMEOUT;
-            } else if (guard__slow(c, 1, atomic_load(&c->rx),
-                                   cfg->min_body_rate, now, window)) {
-                guard__cut(c, METRICS_CLOSED_SLOW_BODY, 408,
-                           "request_timeout",
-                           "the request body arrived slower than "
-                           "--min-body-rate");
-                why = METRICS_CLOSED_SLOW_BODY;
-            }
-        } else if (app == GUARD__APP_SEND) {
-            if (guard__slow(c, 2, atomic_load(&c->tx), cfg->min_send_rate,
-                            now, window)) {
-                guard__cut(c, METRICS_CLOSED_SLOW_READ, 0, NULL, NULL);
-                why = METRICS_CLOSED_SLOW_READ;
-            }
-        } else if (app == GUARD__APP_WORK && c->cancel &&
-                   !atomic_load(c->cancel)) {
-            /* A client gone while its request computes: the end of its
-             * stream (or an error) is readable. */
-            struct pollfd pfd = {.fd = c->fd, .events = POLLRDHUP};
-            if (poll(&pfd, 1, 0) == 1 &&
-                (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-                atomic_store(c->cancel, true);
-        } else {
-            c->snap_kind = 0;
-        }
-        if (why >= 0 && n < cap) {
-            closed[n] = (metrics_close)why;
-            memcpy(peers[n], c->peer, sizeof peers[n]);
-            n++;
-        }
-    }
-    return n;
-}
-
-void guard_request_cut_off(guard_conn *gc, metrics_close why, int status,
-                           const char *code, const char *message)
-{
-    char peer[INET6_ADDRSTRLEN];
-    pthread_mutex_lock(&guard__mu);
-    guard__cut(gc, why, status, code, message);
-    memcpy(peer, gc->peer, sizeof peer);
-    pthread_mutex_unlock(&guard__mu);
-    guard__closed(gc->g, why, peer);
-}
-
-static void guard__sweep_and_report(guard *g)
-{
-    enum { CAP = 256 };
-    static _Thread_local metrics_close closed[CAP];
-    static _Thread_local char peers[CAP][INET6_ADDRSTRLEN];
-    pthread_mutex_lock(&guard__mu);
-    size_t n = guard__sweep(g, closed, peers, CAP);
-    pthread_mutex_unlock(&guard__mu);
-    for (size_t i = 0; i < n; i++)
-        guard__closed(g, closed[i], peers[i]);
-}
-
-static void *guard__main(void *arg)
-{
-    guard *g = arg;
-    pthread_mutex_lock(&guard__mu);
-    while (!g->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += GUARD__TICK_NS;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&g->wake, &guard__mu, &ts);
-        if (g->stopping)
-            break;
-        pthread_mutex_unlock(&guard__mu);
-        guard__sweep_and_report(g);
-        pthread_mutex_lock(&guard__mu);
-    }
-    pthread_mutex_unlock(&guard__mu);
-    return NULL;
-}
-
-/* -- lifecycle -------------------------------------------------------------- */
+/* -- the table's lifecycle ------------------------------------------------- */
 
 /* The descriptor table, made once for the process at the size of
  * RLIMIT_NOFILE, whose soft limit is first raised to the hard one so that
  * --max-connections can be in the tens of thousands. */
-static int guard__table_init(void)
+int guard__table_init(void)
 {
     if (guard__table)
         return 0;
@@ -859,33 +537,6 @@ static int guard__table_init(void)
     return 0;
 }
 
-int guard_start(const config *cfg, metrics *m, guard **out)
-{
-    *out = NULL;
-    pthread_mutex_lock(&guard__mu);
-    int rc = guard__table_init();
-    pthread_mutex_unlock(&guard__mu);
-    if (rc)
-        return -1;
-    guard *g = calloc(1, sizeof *g);
-    if (!g)
-        return -1;
-    g->cfg = cfg;
-    g->m = m;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->wake, &ca);
-    pthread_condattr_destroy(&ca);
-    if (pthread_create(&g->sweeper, NULL, guard__main, g)) {
-        pthread_cond_destroy(&g->wake);
-        free(g);
-        return -1;
-    }
-    *out = g;
-    return 0;
-}
-
 size_t guard_max_descriptors(void)
 {
     return guard__table_size;
@@ -903,60 +554,11 @@ void guard_listen(guard *g, int fd)
     pthread_mutex_unlock(&guard__mu);
 }
 
-void guard_free(guard *g)
+void guard__unlisten(guard *g)
 {
-    if (!g)
-        return;
     pthread_mutex_lock(&guard__mu);
-    g->stopping = true;
-    pthread_cond_broadcast(&g->wake);
     for (size_t i = 0; i < GUARD__MAX_LISTENERS; i++)
         if (guard__listeners[i].g == g)
             guard__listeners[i].g = NULL;
     pthread_mutex_unlock(&guard__mu);
-    pthread_join(g->sweeper, NULL);
-    pthread_mutex_lock(&guard__mu);
-    /* Connections libmicrohttpd never closed (none, normally) stay open
-     * but are no longer this guard's. */
-    while (g->conns) {
-        guard_conn *gc = guard__forget(g->conns->fd);
-        free(gc->in);
-        free(gc);
-    }
-    pthread_mutex_unlock(&guard__mu);
-    pthread_cond_destroy(&g->wake);
-    free(g);
-}
-
-void guard_close_idle(guard *g)
-{
-    pthread_mutex_lock(&guard__mu);
-    g->closing_idle = true;
-    pthread_mutex_unlock(&guard__mu);
-    guard__sweep_and_report(g);
-}
-
-void guard_close_all(guard *g)
-{
-    pthread_mutex_lock(&guard__mu);
-    g->closing_idle = g->closing_all = true;
-    pthread_mutex_unlock(&guard__mu);
-    guard__sweep_and_report(g);
-}
-
-void guard_counts(guard *g, size_t *open, size_t *idle)
-{
-    size_t o = 0, i = 0;
-    pthread_mutex_lock(&guard__mu);
-    for (guard_conn *c = g->conns; c; c = c->next) {
-        if (atomic_load(&c->dead))
-            continue;
-        o++;
-        if (atomic_load(&c->app) == GUARD__APP_NONE &&
-            atomic_load(&c->t_head) == 0)
-            i++;
-    }
-    pthread_mutex_unlock(&guard__mu);
-    *open = o;
-    *idle = i;
 }

@@ -468,26 +468,6 @@ static void http__completed(void *cls, struct MHD_Connection *c,
     pthread_mutex_unlock(&srv->mu);
 }
 
-static void http__mhd_log(void *cls, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-
-static void http__mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    (void)cls;
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t n = strlen(msg);
-    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-        msg[--n] = '\0';
-    char extra[700];
-    size_t len = 0;
-    memcpy(extra, "\"detail\":", 9);
-    len = 9;
-    extra[len] = '\0';
-    log_json_string(extra, &len, sizeof extra, msg);
-    log_event("warn", "libmicrohttpd", extra);
-}
-
 /* -- lifecycle ----------------------------------------------------------- */
 
 /* /metrics' connection gauges. */
@@ -579,7 +559,7 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
 
     srv->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, http__access, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        http__mhd_log, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        log_libmicrohttpd, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_NOTIFY_COMPLETED, http__completed, srv,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->limits.timeout_s,
         /* guard.c enforces --max-connections (closing the longest idle

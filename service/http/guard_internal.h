@@ -1,0 +1,118 @@
+/* guard_internal.h: what guard.c (the descriptor table and the calls
+ * libmicrohttpd makes) and sweep.c (the stages of a request, the deadlines
+ * and the lifecycle) share. Not for use outside them. */
+#ifndef ATTND_GUARD_INTERNAL_H
+#define ATTND_GUARD_INTERNAL_H
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "http/framing.h"
+#include "http/guard.h"
+
+/* Bytes read ahead while a head is being checked: a head at its limit and
+ * the start of what follows. */
+#define GUARD__IN_CAP (FRAMING_MAX_HEAD + 4096)
+/* How long input is still read and dropped after a raw answer, so the
+ * client, perhaps still sending, reads the answer instead of a reset. */
+#define GUARD__LINGER_NS 2000000000LL
+/* Sweeper period, nanoseconds. */
+#define GUARD__TICK_NS 250000000LL
+/* Per-address counts: buckets of a chained hash. */
+#define GUARD__IP_BUCKETS 4096
+/* Listening sockets of all guards in the process (tests run several). */
+#define GUARD__MAX_LISTENERS 16
+
+typedef enum guard__app {
+    GUARD__APP_NONE, /* no request at the application */
+    GUARD__APP_REQ,  /* begun: its body may be arriving, or it is answered */
+    GUARD__APP_WORK, /* suspended while its computation runs */
+    GUARD__APP_SEND  /* its streamed answer is being read */
+} guard__app;
+
+typedef struct guard__ip {
+    unsigned char addr[16];
+    size_t count;
+    struct guard__ip *next;
+} guard__ip;
+
+struct guard_conn {
+    guard *g;
+    int fd;
+    unsigned char addr[16];
+    char peer[INET6_ADDRSTRLEN];
+    guard_conn *prev, *next; /* g's list, under guard__mu */
+
+    /* Read by the sweeper, written by the connection's libmicrohttpd
+     * thread and the request's callbacks. */
+    _Atomic int64_t t_idle; /* since when between requests */
+    _Atomic int64_t t_head; /* first byte of an unfinished head, 0: none */
+    _Atomic int64_t t_req;  /* the current request's start */
+    atomic_int app;
+    atomic_bool in_body; /* the framing is inside a body */
+    atomic_bool responded;
+    atomic_bool dead; /* shut down by this layer: reads see the end */
+    _Atomic int64_t linger_until; /* an answer sent: input drained until */
+    atomic_int cut;   /* METRICS_CLOSED_* + 1 */
+    _Atomic uint64_t seq, rx, tx;
+    atomic_bool *cancel; /* under guard__mu */
+
+    /* The sweeper's own: the rate window. */
+    uint64_t snap_seq, snap_bytes;
+    int64_t snap_t;
+    int snap_kind;
+
+    /* The libmicrohttpd thread's own: framing and held-back bytes. */
+    framing fr;
+    char *in;
+    size_t in_len, in_ready; /* in[0..in_ready) is classified */
+    framing_error reject;     /* to answer at the next read */
+    bool eof;
+};
+
+struct guard {
+    const config *cfg;
+    metrics *m;
+    guard_conn *conns; /* list head */
+    size_t open, dead;
+    guard__ip *ips[GUARD__IP_BUCKETS];
+    bool closing_idle, closing_all, stopping;
+    pthread_t sweeper;
+    pthread_cond_t wake;
+    /* log rate limit, per reason: last line's time and lines held back */
+    int64_t log_t[METRICS_CLOSED_COUNT + METRICS_REFUSED_COUNT];
+    unsigned log_held[METRICS_CLOSED_COUNT + METRICS_REFUSED_COUNT];
+};
+
+/* Guards the table, every guard's list, counts and per-address counts,
+ * and each connection's cancel pointer. */
+extern pthread_mutex_t guard__mu;
+
+static inline int64_t guard__now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Sends a whole answer with the contract's error body and Connection:
+ * close, without blocking. */
+void guard__answer(const guard *g, int fd, int status, const char *code,
+                   const char *message, const char *origin);
+/* Counts and logs (rate-limited) a close; called without guard__mu. */
+void guard__closed(guard *g, metrics_close why, const char *peer);
+/* Shuts a connection down (under guard__mu). */
+void guard__kill(guard_conn *gc);
+/* Drops fd's connection (under guard__mu); returns it to be freed. */
+guard_conn *guard__forget(int fd);
+/* The descriptor table, made once (under guard__mu); -1 when out of
+ * memory. */
+int guard__table_init(void);
+/* g's listening sockets are no longer its. */
+void guard__unlisten(guard *g);
+
+#endif
