@@ -6,7 +6,8 @@
 #               sanitizer build, service, browser and deployment checks)
 #
 # Everything is built under $(BUILD); sanitizer builds use their own folder
-# (build/asan) so flags never mix. Each part of the project adds its rules,
+# (build/asan for SAN=1, ASan+UBSan; build/tsan for SAN=thread) so flags
+# never mix. Each part of the project adds its rules,
 # its Debian packages and its test targets in mk/<part>.mk.
 
 BUILD ?= build
@@ -21,6 +22,10 @@ ifeq ($(SAN),1)
          -fno-sanitize-recover=all
   HARDEN := -fPIE
   LDSAN := -fsanitize=address,undefined
+else ifeq ($(SAN),thread)
+  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+  HARDEN := -fPIE
+  LDSAN := -fsanitize=thread
 else
   OPT := -O2 -g
   HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE

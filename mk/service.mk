@@ -8,6 +8,8 @@
 #                                (PORT=N make run: port N; default
 #                                0.0.0.0:8080)
 #   make test-service[-asan]     the service suites (ASan+UBSan twin)
+#   make test-service-tsan       the pool, metrics, store and v2 suites
+#                                built with ThreadSanitizer (build/tsan)
 #
 # Other fragments may append to SERVICE_LIBS (extra link flags, e.g.
 # -lstdc++) and SERVICE_EXTRA_OBJS (objects built from non-C sources).
@@ -30,7 +32,7 @@ SERVICE_TEST_OBJS := $(SERVICE_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 ASSET_FILES += /openapi.json=service/attend/openapi.json:application/json
 DEB_TEST_PACKAGES += libcurl4-openssl-dev
 ALL_TARGETS += $(BUILD)/attnd
-TEST_TARGETS += test-service test-service-asan
+TEST_TARGETS += test-service test-service-asan test-service-tsan
 
 # Second expansion: ASSETS_OBJ is defined by mk/web.mk, read after this file.
 .SECONDEXPANSION:
@@ -64,3 +66,18 @@ test-service: $(BUILD)/tests/test_service $(BUILD)/attnd
 
 test-service-asan:
 	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 test-service
+
+# The suites whose code runs on many threads, in one process each (no fork,
+# so a race between the server's threads and the test's is seen); a report
+# fails the run (halt_on_error). OpenBLAS is uninstrumented: the server
+# keeps it on the calling thread.
+TSAN_SUITES := pool metrics store v2
+test-service-tsan:
+	$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread \
+	  build/tsan/tests/test_service build/tsan/attnd
+	@set -e; for s in $(TSAN_SUITES); do \
+	  echo "-- $$s (ThreadSanitizer)"; \
+	  ATTND_BIN=$(abspath build/tsan/attnd) CK_DEFAULT_TIMEOUT=300 \
+	  CK_FORK=no CK_RUN_SUITE=$$s OPENBLAS_NUM_THREADS=1 \
+	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  build/tsan/tests/test_service; done
