@@ -287,12 +287,12 @@ guard_conn *guard__forget(int fd)
 
 /* -- the calls libmicrohttpd makes ---------------------------------------- */
 
-__attribute__((visibility("default"))) int accept4(int lfd,
-                                                  struct sockaddr *addr,
-                                                  socklen_t *alen, int flags);
-__attribute__((visibility("default"))) ssize_t recv(int fd, void *buf,
-                                                   size_t len, int flags);
-__attribute__((visibility("default"))) int close(int fd);
+/* accept4, recv and close below replace the C library's for the whole
+ * process: the linker exports them from the executable because
+ * libmicrohttpd.so refers to them (the service is built with default
+ * visibility), and the dynamic linker binds libmicrohttpd's calls to the
+ * executable's definitions first. Descriptors this layer does not track
+ * pass straight through to the system calls. */
 
 int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
