@@ -5,7 +5,7 @@ Runs bench_lib (the C benchmark: sgemm peak, answer checks, scaling in n,
 two thread configurations), then torch_attn.py on the same shapes with the
 same thread count, and prints them side by side with the ratio
 torch_time / attn_time per row, the fitted log-log slopes and the goal rows
-of issue 2. Writes to OUT: lib_c.csv (bench_lib's rows), torch_attn.json,
+of the library's goals. Writes to OUT: lib_c.csv (bench_lib's rows), torch_attn.json,
 lib_vs_torch.csv (merged) and scaling.png (gnuplot, log-log time against n).
 Prints figures; exits non-zero only when a program fails or an answer check
 fails, never on a time.
@@ -179,7 +179,7 @@ def main():
                 name, "%.2f" % s if s is not None else "-", len(pts)))
         print("  %-8s %s" % (mode, ", ".join(parts)))
 
-    print("\ngoals (issue 2):")
+    print("\ngoals:")
     g1 = next((m for m in merged if m["mode"] == "outputs" and m["n"] == 2048
                and m["d_model"] == 256), None)
     if g1:

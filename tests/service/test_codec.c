@@ -1415,7 +1415,7 @@ static const struct err_case {
     {"{" X2 "," W2 ",\"scale\":0}", ERRORS_INVALID_REQUEST, "/scale", "> 0"},
     {"{" X2 "," W2 ",\"scale\":1e39}", ERRORS_INVALID_REQUEST, "/scale",
      "finite in float32"},
-    /* issue 8: analysis and top_k */
+    /* analysis and top_k */
     {"{" X2 "," W2 ",\"analysis\":\"yes\"}", ERRORS_INVALID_REQUEST,
      "/analysis", "expected true or false, found a string"},
     {"{" X2 "," W2 ",\"top_k\":4}", ERRORS_INVALID_REQUEST, "/top_k",
