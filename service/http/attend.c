@@ -169,6 +169,19 @@ static void http__body_free(void *cls)
     free(b);
 }
 
+/* The end of a request's own thread: the connection resumes, after which
+ * r is libmicrohttpd's again. */
+static void http__resume(http_request *r)
+{
+    server *srv = r->srv;
+    r->computed = true;
+    MHD_resume_connection(r->conn);
+    pthread_mutex_lock(&srv->mu);
+    if (--srv->runners == 0)
+        pthread_cond_broadcast(&srv->idle);
+    pthread_mutex_unlock(&srv->mu);
+}
+
 /* The computation of one request, on its own thread (or, when no thread
  * can be started, on the libmicrohttpd thread). Touches r only until it
  * resumes the connection. */
@@ -179,6 +192,20 @@ static void *http__compute(void *arg)
     codec_request *req = NULL;
     memset(&r->err, 0, sizeof r->err);
     r->failed = true;
+    if (r->route_tensors) {
+        /* Hashing and parsing a tensor take a while too: not on the
+         * threads that serve every connection. */
+        r->store_rc = store_http_post(srv->store,
+                                      r->has_type ? r->type : NULL,
+                                      r->has_shape ? r->shape : NULL,
+                                      r->body, r->body_len, &r->store_ans,
+                                      &r->err);
+        if (r->store_rc)
+            r->store_ans.body = NULL;
+        http__drop_body(r);
+        http__resume(r);
+        return NULL;
+    }
     pool_set_cancel(&r->cancel);
     if (!atomic_load(&r->cancel)) {
         int rc = codec_parse_with(r->body ? r->body : "", r->body_len,
@@ -211,13 +238,46 @@ static void *http__compute(void *arg)
         }
     }
     codec_request_free(req);
-    r->computed = true;
-    MHD_resume_connection(r->conn);
-    pthread_mutex_lock(&srv->mu);
-    if (--srv->runners == 0)
-        pthread_cond_broadcast(&srv->idle);
-    pthread_mutex_unlock(&srv->mu);
+    http__resume(r);
     return NULL;
+}
+
+/* Suspends the connection and runs http__compute on a thread of its own;
+ * libmicrohttpd calls the access handler again once it resumes. */
+static enum MHD_Result http__run_off_thread(http_request *r,
+                                            struct MHD_Connection *c)
+{
+    server *srv = r->srv;
+    r->suspended = true;
+    pthread_mutex_lock(&srv->mu);
+    srv->runners++;
+    pthread_mutex_unlock(&srv->mu);
+    if (r->gc)
+        guard_request_work(r->gc, &r->cancel);
+    MHD_suspend_connection(c);
+    pthread_attr_t attr;
+    pthread_t t;
+    bool started = false;
+    if (pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &attr, http__compute, r) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started)
+        http__compute(r); /* no thread to spare: compute here */
+    return MHD_YES;
+}
+
+/* Copies a header or argument of c into buf; whether it was there and
+ * fit. */
+static bool http__copy_value(struct MHD_Connection *c, enum MHD_ValueKind kind,
+                             const char *key, char *buf, size_t cap)
+{
+    const char *v = MHD_lookup_connection_value(c, kind, key);
+    if (!v || strlen(v) >= cap)
+        return false;
+    memcpy(buf, v, strlen(v) + 1);
+    return true;
 }
 
 enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
@@ -225,6 +285,12 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
     server *srv = r->srv;
     if (r->computed) {
         /* Resumed: answer. */
+        if (r->route_tensors) {
+            enum MHD_Result ret = http__store_answer(
+                r, c, r->store_rc, &r->store_ans, &r->err);
+            r->store_ans.body = NULL; /* the answer's now */
+            return ret;
+        }
         if (r->failed)
             return http__send_error(r, c, &r->err, NULL);
         http__body *b = malloc(sizeof *b);
@@ -268,18 +334,19 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
                            r->bytes_in, srv->cfg.limits.max_body_bytes);
     }
     if (r->route_tensors) {
-        /* POST /tensors: hashed and stored here, no compute. */
-        codec_error err;
-        memset(&err, 0, sizeof err);
-        store_http_answer ans;
-        int rc = store_http_post(
-            srv->store,
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                        MHD_HTTP_HEADER_CONTENT_TYPE),
-            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "shape"),
-            r->body, r->body_len, &ans, &err);
-        http__drop_body(r);
-        return http__store_answer(r, c, rc, &ans, &err);
+        /* POST /tensors: stored off the libmicrohttpd threads, without a
+         * compute slot. A shape argument too long to copy is passed as
+         * empty, which the store refuses. */
+        r->has_type = http__copy_value(c, MHD_HEADER_KIND,
+                                       MHD_HTTP_HEADER_CONTENT_TYPE, r->type,
+                                       sizeof r->type);
+        r->has_shape = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+                                                   "shape") != NULL;
+        if (r->has_shape &&
+            !http__copy_value(c, MHD_GET_ARGUMENT_KIND, "shape", r->shape,
+                              sizeof r->shape))
+            r->shape[0] = '\0';
+        return http__run_off_thread(r, c);
     }
     if (atomic_load(&srv->refusing)) {
         http__drop_body(r);
@@ -297,22 +364,5 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
                            srv->cfg.limits.max_in_flight);
     }
     r->attend_slot = true;
-    r->suspended = true;
-    pthread_mutex_lock(&srv->mu);
-    srv->runners++;
-    pthread_mutex_unlock(&srv->mu);
-    if (r->gc)
-        guard_request_work(r->gc, &r->cancel);
-    MHD_suspend_connection(c);
-    pthread_attr_t attr;
-    pthread_t t;
-    bool started = false;
-    if (pthread_attr_init(&attr) == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        started = pthread_create(&t, &attr, http__compute, r) == 0;
-        pthread_attr_destroy(&attr);
-    }
-    if (!started)
-        http__compute(r); /* no thread to spare: compute here */
-    return MHD_YES;
+    return http__run_off_thread(r, c);
 }

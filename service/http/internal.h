@@ -76,6 +76,12 @@ typedef struct http_request {
     codec_writer *writer; /* the 200 answer, when computed */
     codec_error err;      /* the error answer otherwise */
     bool failed;
+    /* POST /tensors, stored on the same kind of thread: its headers as
+     * copied before the connection was suspended, and the answer. */
+    char type[128], shape[256];
+    bool has_type, has_shape;
+    int store_rc;
+    store_http_answer store_ans;
 } http_request;
 
 /* -- reply.c -- */

@@ -461,6 +461,7 @@ static void http__completed(void *cls, struct MHD_Connection *c,
         atomic_fetch_sub(&srv->attend_in_flight, 1);
     http__drop_body(r);
     codec_writer_free(r->writer);
+    free(r->store_ans.body); /* an answer never queued */
     free(r);
     pthread_mutex_lock(&srv->mu);
     if (--srv->active == 0)
