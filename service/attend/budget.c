@@ -75,6 +75,7 @@ int codec__budget(codec_request *req, const limits_config *lim,
                         attn_strerror(rc));
         return -1;
     }
+    req->cost = cost;
     if (lim->max_request_bytes == 0)
         return 0;
     ex.stats = req->analysis;

@@ -717,7 +717,7 @@ static int codec__layers(codec__fields *top, const limits_config *lim,
     codec_reader r;
     codec_request **layers = NULL;
     size_t count = 0, cap = 0, maps = 0;
-    uint64_t flops = 0;
+    uint64_t work = 0;
     int first = 1, rc;
 
     codec_reader_init(&r, top->layers.text, top->layers.len, refs);
@@ -753,20 +753,34 @@ static int codec__layers(codec__fields *top, const limits_config *lim,
         if (rc != 0)
             goto fail;
         layers[count++] = one;
-        flops += one->flops;
-        maps += one->weights_elems;
-        if (flops > lim->max_flops) {
+        work += one->cost;
+        {
+            /* the answer holds every layer's output and maps */
+            size_t o = 0, w = 0;
+            attn_output_sizes(&one->p, &o, &w);
+            if (one->top_k)
+                w = w / one->p.dims.m * 2 * one->top_k;
+            maps += o + w;
+        }
+        if (maps > lim->max_map_elems) {
             codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "the layers need %llu flops together; the limit "
-                            "--max-flops (ATTND_MAX_FLOPS) is %llu",
-                            (unsigned long long)flops,
+                            "the layers' outputs and maps would hold %zu "
+                            "values together; the limit --max-map-elems "
+                            "(ATTND_MAX_MAP_ELEMS) is %zu", maps,
+                            lim->max_map_elems);
+            goto fail;
+        }
+        if (work > lim->max_flops) {
+            codec_error_set(err, ERRORS_TOO_LARGE, NULL,
+                            "the layers need %llu units of work together; "
+                            "the limit --max-flops (ATTND_MAX_FLOPS) is %llu",
+                            (unsigned long long)work,
                             (unsigned long long)lim->max_flops);
             goto fail;
         }
     }
     if (rc < 0)
         goto fail;
-    (void)maps;
     if (count == 0) {
         codec_error_set(err, ERRORS_INVALID_REQUEST, "/layers",
                         "/layers: expected at least one layer object, found "

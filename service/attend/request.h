@@ -33,6 +33,7 @@ struct codec_request {
     char *refs_json;          /* store: {"w_q":"sha256:..",...}, or NULL */
     uint64_t params;   /* attn_param_count */
     uint64_t flops;    /* attn_flops */
+    uint64_t cost;     /* attn_cost: the work held to --max-flops */
     int analysis;      /* "analysis": true (head figures) */
     size_t top_k;      /* "top_k": k, or 0 for dense maps */
     int want_value_norms; /* "value_norms": true */

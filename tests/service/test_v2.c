@@ -548,6 +548,34 @@ START_TEST(test_v2_value_norms_and_qk)
 }
 END_TEST
 
+/* The limits count the whole request: layers each within --max-map-elems
+ * whose answers together are not get 413. */
+START_TEST(test_v2_layers_limits_count_the_whole)
+{
+    config cfg;
+    ts_config(&cfg);
+    /* one layer: output 4 x 6 and maps 2 x 4 x 4, 56 values */
+    cfg.limits.max_map_elems = 100;
+    server *srv = ts_start(&cfg);
+    uint16_t port = server_port(srv);
+    json_t *whole = json_object(), *arr = json_array();
+    json_array_append_new(arr, tv_layer(4, 6, 2, 3, 21));
+    json_object_set_new(whole, "layers", arr);
+    char *one = tv_answer(port, whole); /* 56 values: served */
+    free(one);
+    json_array_append_new(arr, tv_layer(4, 6, 2, 3, 22));
+    char *body = tv_dump(whole);
+    ts_response r;
+    tv_post(port, "/attend", body, &r);
+    ts_assert_error(&r, 413, "too_large");
+    ck_assert_ptr_nonnull(strstr(r.body, "--max-map-elems"));
+    ts_response_free(&r);
+    free(body);
+    json_decref(whole);
+    server_stop(srv);
+}
+END_TEST
+
 Suite *v2_suite(void)
 {
     Suite *s = suite_create("v2");
@@ -556,6 +584,7 @@ Suite *v2_suite(void)
     tcase_add_test(tc, test_v2_openapi_lists_the_field_table);
     tcase_add_test(tc, test_v2_unknown_fields);
     tcase_add_test(tc, test_v2_layers_equal_alone);
+    tcase_add_test(tc, test_v2_layers_limits_count_the_whole);
     tcase_add_test(tc, test_v2_rollout);
     tcase_add_test(tc, test_v2_refs_equal_inline);
     tcase_add_test(tc, test_v2_layouts_equal_v1);
