@@ -69,16 +69,11 @@ int codec_json_number(codec_reader *r, float *out, int *finite,
 
 /* The common case of codec_json_number in one pass, inline for the
  * numeric arrays' inner loop: a number of at most 19 significant digits
- * whose decimal exponent lies in [-22, 22]. Its mantissa (< 2^53) and the
- * power of ten are exact doubles, so one division or multiplication gives
- * the correctly rounded double d (Clinger's fast path). Rounding d to float
- * then gives the correctly rounded float unless d sits exactly on a float
- * rounding boundary (a midpoint: 25 significant bits) or in the float
- * subnormal or overflow range; those, like every number outside the fast
- * path, return 0 for codec_json_number's fast_float path. Digits are read
- * eight bytes at a time (SWAR) where the body has eight bytes left.
- * Returns 1 with *out and *e (the number's end) set, 0 otherwise; never
- * consumes. */
+ * with an exponent of at most four
+ * digits, converted by codec__f32_of_decimal. Digits are read eight bytes
+ * at a time (SWAR) where the body has eight bytes left. Returns 1 with
+ * *out and *e (the number's end) set, 0 otherwise (the number is left to
+ * codec_json_number's fast_float path); never consumes. */
 static inline uint64_t codec__load8(const char *p)
 {
     uint64_t v;
@@ -125,8 +120,8 @@ static inline uint32_t codec__digits_value(uint64_t v, int k)
 
 /* Reads a run of digits at *pp into *mant, counting them in *count; returns
  * the number read. */
-static inline int codec__digits(const char **pp, const char *end,
-                                uint64_t *mant, int *count)
+static inline int codec__read_digits(const char **pp, const char *end,
+                                     uint64_t *mant, int *count)
 {
     static const uint64_t pow10_8[9] = {1,      10,      100,      1000,
                                         10000,  100000,  1000000,  10000000,
@@ -159,22 +154,63 @@ static inline int codec__digits(const char **pp, const char *end,
     return total;
 }
 
-/* The powers of ten that are exact doubles. */
-static const double codec__pow10[23] = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
-    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+/* 10^q for q in [-128, 127] (index q + 128), each the double nearest to it
+ * (reader.c). */
+extern const double codec__pow10_q[256];
 
-/* Rounds d, the correctly rounded double of a decimal, to float: 1 with
- * *out set, or 0 when d lies exactly on a float midpoint (25 significant
- * bits), where rounding twice may differ from rounding the decimal once. */
-static inline int codec__f32_of_exact(double d, float *out)
+/* How far, in units in the last place of a double, the double
+ * codec__f32_of_decimal computes may lie from the decimal when it is not
+ * Clinger's exact case: fl(mant) and fl(10^-q) are each within half a unit
+ * of their values and the division adds half a unit, 3 * 2^-53 of
+ * relative error, under 3.01 units of the result. Twice that is kept clear
+ * of every float midpoint. */
+#define CODEC__F32_SLACK 8
+
+/* Stores at out the float32 nearest to (neg ? -1 : 1) * mant * 10^q, ties
+ * to even, as fast_float would: 1, or 0 when this cannot be sure of it
+ * (the caller then asks fast_float). mant has at most 19 digits.
+ *
+ * d = fl(mant) / fl(10^-q) is the double nearest to the decimal x when
+ * mant <= 2^53 and -22 <= q <= 0 (both exact: Clinger's fast path), and
+ * otherwise within CODEC__F32_SLACK units of it. Rounding to float32 keeps
+ * the top 24 of a double's 53 significant bits; the float midpoints, where
+ * the rounding of x turns, are the doubles whose 29 low bits are exactly
+ * 1 << 28. When d's low bits are further than the error from that, no
+ * midpoint lies between d and x, and (float)d is the float nearest to x:
+ * the answer of Eisel-Lemire's 128-bit product, here from one division.
+ * The window is 17 in 2^29 of a uniform spread; decimals written from
+ * float32 values, with any number of digits, sit next to a float, never
+ * in it. The float32 subnormal and overflow ranges, and exponents beyond
+ * the table, are left to fast_float too. */
+static inline int codec__f32_of_decimal(uint64_t mant, int q, unsigned neg,
+                                        float *out)
 {
-    uint64_t bits;
+    double d;
+    uint64_t bits, low;
+    uint32_t fbits;
+    float f;
 
-    memcpy(&bits, &d, sizeof bits);
-    if ((bits & ((UINT64_C(1) << 29) - 1)) == (UINT64_C(1) << 28))
-        return 0;
-    *out = (float)d;
+    if (mant == 0) {
+        f = 0.0f;
+    } else {
+        if (q < -127 || q > 127)
+            return 0;
+        d = (double)mant / codec__pow10_q[128 - q];
+        memcpy(&bits, &d, sizeof bits);
+        low = bits & ((UINT64_C(1) << 29) - 1);
+        if (mant <= (UINT64_C(1) << 53) && q >= -22 && q <= 0
+                ? low == (UINT64_C(1) << 28)
+                : low - ((UINT64_C(1) << 28) - CODEC__F32_SLACK) <=
+                      2 * CODEC__F32_SLACK)
+            return 0; /* on, or too near, a float midpoint */
+        if (d < 0x1p-126 || d > 0x1.fffffep127)
+            return 0; /* float subnormal or overflow */
+        f = (float)d;
+    }
+    /* the sign as a bit, not a branch: signs are random in real weights */
+    memcpy(&fbits, &f, sizeof fbits);
+    fbits ^= (uint32_t)neg << 31;
+    memcpy(out, &fbits, sizeof fbits);
     return 1;
 }
 
@@ -182,9 +218,9 @@ static inline int codec_json_number_fast(const char *p, const char *end,
                                          float *out, const char **e)
 {
     uint64_t mant = 0;
-    int count = 0, frac, neg = 0, exp = 0;
-    double d;
-    float f;
+    int count = 0, frac;
+    unsigned neg = 0;
+    int exp = 0;
 
     if (p < end && *p == '-') {
         neg = 1;
@@ -195,12 +231,13 @@ static inline int codec_json_number_fast(const char *p, const char *end,
     if (*p == '0')
         p++; /* a leading zero stands alone */
     else
-        codec__digits(&p, end, &mant, &count);
+        codec__read_digits(&p, end, &mant, &count);
     if (p < end && *p == '.') {
-        p++;
-        /* leading zeros of the fraction count toward the 19 digits: a
-         * conservative bound that keeps the mantissa from wrapping */
-        frac = codec__digits(&p, end, &mant, &count);
+        const char *point = ++p;
+        if (mant == 0) /* "0.000345...": the zeros are not digits to keep */
+            while (p < end && *p == '0')
+                p++;
+        frac = (int)(p - point) + codec__read_digits(&p, end, &mant, &count);
         if (frac == 0)
             return 0;
         exp = -frac;
@@ -221,34 +258,30 @@ static inline int codec_json_number_fast(const char *p, const char *end,
         }
         exp += eneg ? -ev : ev;
     }
-    if (mant == 0) {
-        *out = neg ? -0.0f : 0.0f;
-        *e = p;
-        return 1;
-    }
-    if (mant > (UINT64_C(1) << 53) || exp < -22 || exp > 22)
+    if (!codec__f32_of_decimal(mant, exp, neg, out))
         return 0;
-    d = (double)mant;
-    d = exp < 0 ? d / codec__pow10[-exp] : d * codec__pow10[exp];
-    if (d < 0x1p-126 || d > 0x1.fffffep127)
-        return 0; /* float subnormal or overflow: fast_float decides */
-    if (!codec__f32_of_exact(d, &f))
-        return 0;
-    *out = neg ? -f : f;
     *e = p;
     return 1;
 }
 
-/* Reads a run of compact numbers "v,v,...,v" at *pp into out, at most
- * room of them, as long as each is a short plain decimal (see rows.c)
- * followed by ',' or ']'. Returns how many it read, with *pp just past the
- * last one (at its ',' or ']'); 0 and *pp unchanged when it takes none.
- * The values are exactly codec_json_number's. out[k..room) may be left
- * with scratch values. */
+/* Reads a run of compact plain decimals "v,v,...,v" at *pp into out, at
+ * most room of them, as long as each is one codec_json_number_fast takes
+ * without an exponent, followed by ',' or ']'. Returns how many it read,
+ * with *pp just past the last one (at its ',' or ']'); 0 and *pp unchanged
+ * when it takes none. The values are exactly codec_json_number's.
+ * out[k..room) may be left with scratch values. */
 size_t codec_json_row(const char **pp, const char *end, float *out,
                       size_t room);
 
-/* For tests: limits codec_json_row to the loops up to isa (2: AVX-512 then
+/* codec_json_row for every form a client writes: also with JSON
+ * whitespace before each number (", " and the newline and indentation
+ * of json.dumps(indent=2)) and exponents of one or two digits ("1e-05",
+ * "3.4028235e+38"). A number followed by whitespace (the last of a row,
+ * indented) ends the run, for codec_json_number. */
+size_t codec_json_row_any(const char **pp, const char *end, float *out,
+                          size_t room);
+
+/* For tests: limits codec_json_row and codec_json_row_any to the loops up to isa (2: AVX-512 then
  * SSSE3, 1: SSSE3, 0: none, when the CPU has them; a negative isa: all it
  * has). Returns the level now in use. */
 int codec__row_isa(int isa);

@@ -106,7 +106,7 @@ static size_t codec__format_slow(float v, uint32_t sig, int e, char *buf)
 /* Digit count (1 to 9) of sig > 0: digits_min[b] is that of 2^b,
  * the least value with b + 1 bits, and a range [2^b, 2^(b+1)) holds at most
  * one power of ten. */
-static int codec__digits(uint32_t sig)
+static int codec__digit_count(uint32_t sig)
 {
     static const unsigned char digits_min[32] = {
         1, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 4, 5, 5,
@@ -566,7 +566,7 @@ size_t codec_num_layout(float v, uint32_t sig, int e, char *buf)
 #if defined(__x86_64__) && defined(__GNUC__)
     if (sig != 0 && codec__ssse3) {
         /* |v| = 0.d1..dk * 10^point, k <= 9 */
-        int k = codec__digits(sig), point = k + e;
+        int k = codec__digit_count(sig), point = k + e;
         if (point <= 9 && point >= -3)
             return codec__layout_ssse3(signbit(v) ? 1u : 0u, sig, k, point,
                                        buf);

@@ -1,20 +1,22 @@
-/* json/rows.c: the numeric arrays' innermost loop, with SSSE3.
+/* json/rows.c: the numeric arrays' innermost loop.
  *
- * A request's matrices are mostly short decimals in compact rows
- * ("0.345584,-1.30316,..."). codec_json_row first finds the separators of
- * 64 bytes at a time, so each number's extent is known before it is read
- * and nothing in one number's reading waits for the previous one. Per
- * number, one 16-byte load classifies its bytes (digits, the point), one
- * shuffle gathers its digits into two right-aligned groups of eight, and
- * SWAR arithmetic turns each group into an integer. With a mantissa below
- * 2^24 and at most ten decimals (both exact floats) one float division
- * rounds correctly; otherwise (at most 14 digits, < 2^53) one double
- * division gives the correctly rounded double (Clinger's fast path), and
- * rounding that to float is correct unless it sits exactly on a float
- * midpoint. Midpoints, exponents, whitespace, leading zeros, numbers of
- * more than fifteen bytes and the body's last 96 bytes are left to the
- * general reader (codec_json_number). On CPUs with AVX-512 (VBMI2), whole
- * 64-byte blocks of such numbers are read together first (below). */
+ * A request's matrices are rows of numbers, written compact
+ * ("0.345584,-1.30316"), spaced as json.dumps writes them
+ * ("0.34558001160621643, -1.3031600713729858"), one to a line under
+ * json.dumps(indent=2), with 1 to 17 significant digits and now and then
+ * an exponent ("1e-05"). On CPUs with AVX-512 (VBMI2), codec_json_row
+ * classifies 64 bytes at a time and reads every number they hold together,
+ * whatever its form (below). Elsewhere an SSSE3 loop takes the compact
+ * short ones: it first finds the separators of 64 bytes, so each number's
+ * extent is known before it is read; per number, one 16-byte load
+ * classifies its bytes (digits, the point), one shuffle gathers its digits
+ * into two right-aligned groups of eight, and SWAR arithmetic turns each
+ * group into an integer. With a mantissa below 2^24 and at most ten
+ * decimals (both exact floats) one float division rounds correctly;
+ * otherwise codec__f32_of_decimal (json.h) converts it. What neither loop
+ * takes (whitespace for the SSSE3 loop; more than 19 digits, exponents of
+ * three digits, decimals too near a float midpoint, the body's last bytes
+ * for both) is left to the general reader (codec_json_number). */
 #include "json/json.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -28,21 +30,18 @@ static const float codec__pow10f[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
                                         1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
 
 /* Stores the float nearest to (neg ? -1 : 1) * mant / 10^f (mant < 2^53,
- * f <= 15) at out: 1, or 0 when that decimal is a float midpoint (the
- * general reader decides those). Both row loops end with it. */
+ * f <= 15) at out: 1, or 0 when codec__f32_of_decimal cannot be sure of it
+ * (the general reader decides those). */
 static inline int codec__row_value(uint64_t mant, unsigned f, unsigned neg,
                                    float *out)
 {
     uint32_t fbits;
     float fv;
 
-    if (mant < (UINT64_C(1) << 24) && f <= 10) {
-        /* both exact floats: one float division rounds correctly */
-        fv = (float)(uint32_t)mant / codec__pow10f[f];
-    } else if (!codec__f32_of_exact((double)mant / codec__pow10[f], &fv)) {
-        /* zero passes (bits 0); no nonzero value here is below 1e-13 */
-        return 0;
-    }
+    if (mant >= (UINT64_C(1) << 24) || f > 10)
+        return codec__f32_of_decimal(mant, -(int)f, neg, out);
+    /* both exact floats: one float division rounds correctly */
+    fv = (float)(uint32_t)mant / codec__pow10f[f];
     /* the sign as a bit, not a branch: signs are random in real weights */
     memcpy(&fbits, &fv, sizeof fbits);
     fbits ^= (uint32_t)neg << 31;
@@ -169,19 +168,20 @@ stop:
     return k;
 }
 
-/* -- AVX-512: the separators, points, signs and digits of 64 bytes are
- * classified once, the JSON grammar of every number in them checked with a
- * few operations on those masks, and the digits of all the numbers packed
- * together (vpcompressb). The numbers are then read eight at a time, each
- * in a 64-bit lane (codec__row_block8): no step depends on one number's
- * length. Workload 1's body parses in 0.064 ms, against 0.101 when each
- * number took its own permutation and division and 0.138 with the SSSE3
- * loop; workload 2's in 1.36 to 1.41 ms against 1.83. It needs 64 bytes after a
- * block's start, so the SSSE3 loop and the general reader take a body's
- * last ones. */
+/* -- AVX-512: the bytes of 64 at a time are classified once (digits,
+ * points, signs, exponent marks, whitespace, separators), the JSON grammar
+ * of every number in them checked with a few operations on those masks,
+ * and the mantissa digits of all the numbers packed together
+ * (vpcompressb). The numbers are then read eight at a time, each in a
+ * 64-bit lane (codec__row_block8): no step depends on one number's length
+ * or form. Blanks before a number cost nothing: a number is the run of
+ * non-blank bytes before a separator, and everything after is computed
+ * from those runs' first and last bytes. It needs 64 bytes after a block's
+ * start, so the SSSE3 loop and the general reader take a body's last ones.
+ * Figures for every form in docs/performance.md ("The JSON reader"). */
 
 #define CODEC__ROW512_TARGET                                                  \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,"            \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,"   \
                           "avx512vbmi2,bmi,bmi2,popcnt")))
 
 /* Bit i set where the byte at p + i equals c, for i in [0, 64). */
@@ -213,24 +213,63 @@ CODEC__ROW512_TARGET static inline __m512i codec__row_digits8(__m512i x,
                             _mm512_srli_epi64(d, 32));
 }
 
+/* codec__f32_of_decimal of eight lanes: mant * 10^q as float32 (without
+ * the sign). *unsure gets the lanes it cannot be sure of (on or too near a
+ * float midpoint, float subnormal or overflow, q beyond the table). */
+CODEC__ROW512_TARGET static inline __m256 codec__row_f32x8(__m512i mant,
+                                                          __m512i q,
+                                                          __mmask8 *unsure)
+{
+    const __m512i lowbits = _mm512_set1_epi64((INT64_C(1) << 29) - 1);
+    const __m512i half = _mm512_set1_epi64(INT64_C(1) << 28);
+    __m512i at = _mm512_sub_epi64(_mm512_set1_epi64(128), q);
+    __m512d d;
+    __m512i low;
+    __mmask8 exact, on, near, range, beyond;
+
+    beyond = _mm512_cmpgt_epu64_mask(at, _mm512_set1_epi64(255));
+    at = _mm512_min_epu64(at, _mm512_set1_epi64(255));
+    d = _mm512_div_pd(_mm512_cvtepu64_pd(mant),
+                      _mm512_i64gather_pd(at, codec__pow10_q, 8));
+    low = _mm512_and_si512(_mm512_castpd_si512(d), lowbits);
+    /* Clinger's exact case: only a midpoint itself is unsure */
+    exact = _mm512_cmple_epu64_mask(mant, _mm512_set1_epi64(INT64_C(1) << 53)) &
+            _mm512_cmple_epi64_mask(q, _mm512_setzero_si512()) &
+            _mm512_cmpge_epi64_mask(q, _mm512_set1_epi64(-22));
+    on = _mm512_cmpeq_epi64_mask(low, half);
+    near = _mm512_cmple_epu64_mask(
+        _mm512_sub_epi64(low, _mm512_sub_epi64(
+                                  half, _mm512_set1_epi64(CODEC__F32_SLACK))),
+        _mm512_set1_epi64(2 * CODEC__F32_SLACK));
+    range = _mm512_cmp_pd_mask(d, _mm512_set1_pd(0x1p-126), _CMP_LT_OQ) |
+            _mm512_cmp_pd_mask(d, _mm512_set1_pd(0x1.fffffep127), _CMP_GT_OQ);
+    /* zero is sure: 0 * 10^q */
+    *unsure = (__mmask8)((((exact & on) | (~exact & near)) | range | beyond) &
+                         _mm512_test_epi64_mask(mant, mant));
+    return _mm512_cvtpd_ps(d);
+}
+
 /* Stores the block's first nnum numbers (at most 32) at out, eight at a
- * time. x holds the block's digit values packed in order; last and ie mark
- * in that order each number's last digit and its last digit before the
- * point, so the lists of both (vpcompressb of the byte indices) give every
- * number's digit count and decimals as byte differences. For eight numbers
- * then: one byte permutation right-aligns their last eight digits in eight
- * 64-bit lanes (a second one the digits before those, when a number has
- * more), three multiply-adds make the mantissas, one division of eight
- * floats the values. A float division rounds correctly when the mantissa
- * is below 2^24 and 10^f an exact float; the other lanes take
- * codec__row_value one at a time. negs has a bit a number, its sign.
- * Returns the numbers stored: nnum, or fewer, up to one of more than 15
- * digits or one that is a float midpoint (left to the other readers). The
- * lanes past it may be written, within nnum. */
+ * time. x holds the block's mantissa digit values packed in order; last
+ * and ie mark in that order each number's last mantissa digit and its last
+ * digit before the point, so the lists of both (vpcompressb of the byte
+ * indices) give every number's digit count and decimals as byte
+ * differences; ev holds each number's exponent (-99 to 99, 0 without
+ * one) in a byte. For eight numbers then: one byte permutation
+ * right-aligns their last eight digits in eight 64-bit lanes (more for
+ * the digits before those, up to 24 with at most 19 after leading zeros),
+ * three multiply-adds make the mantissas, one division of eight floats the values. A float division
+ * rounds correctly when the mantissa is below 2^24 and the power of ten an
+ * exact float (10^0 to 10^-10); the other lanes take codec__row_f32x8.
+ * negs has a bit a number, its sign. Returns the numbers stored: nnum, or
+ * fewer, up to one of more digits or one codec__row_f32x8 is not sure of
+ * (left to the other readers). The lanes past it may be written,
+ * within nnum. */
 CODEC__ROW512_TARGET static unsigned codec__row_block8(__m512i x,
                                                       uint64_t last,
                                                       uint64_t ie,
                                                       uint64_t negs,
+                                                      __m512i ev,
                                                       unsigned nnum,
                                                       float *out)
 {
@@ -254,74 +293,105 @@ CODEC__ROW512_TARGET static unsigned codec__row_block8(__m512i x,
                    _mm512_set1_epi8(-1), ~UINT64_C(1),
                    _mm512_sub_epi8(iota, _mm512_set1_epi8(1)), lastv));
     uint64_t over = _mm512_mask_cmpgt_epu8_mask(_bzhi_u64(~UINT64_C(0), nnum),
-                                                cv, _mm512_set1_epi8(15));
+                                                cv, _mm512_set1_epi8(24));
     unsigned g;
 
-    if (over) /* a mantissa beyond 2^53: the SSSE3 loop refuses it too */
+    if (over) /* more digits than three groups: the general reader's */
         nnum = (unsigned)__builtin_ctzll(over);
     for (g = 0; g < nnum; g += 8) {
+        unsigned live = nnum - g < 8 ? nnum - g : 8;
+        uint64_t bytes = _bzhi_u64(~UINT64_C(0), 8 * live);
         __m512i sel = _mm512_add_epi8(number, _mm512_set1_epi8((char)g));
         __m512i c8 = _mm512_permutexvar_epi8(sel, cv);
         __m512i l8 = _mm512_permutexvar_epi8(sel, lastv);
-        __m512i mant = codec__row_digits8(x, l8, c8, 0), f;
+        __m512i mant = codec__row_digits8(x, l8, c8, 0), at, f, q;
         __m256i bits;
-        __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, nnum - g), big;
+        __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), big, unsure = 0;
 
-        if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(8)) &
-            _bzhi_u64(~UINT64_C(0), 8 * (nnum - g)))
-            /* and the digits before the last eight */
+        /* and the digits before the last eight, and before those: up to
+         * 24 digits, of which the first five must be zeros (leading zeros
+         * of a fraction: "0.00034558001160621643") so that the mantissa
+         * has at most 19 and fits in 64 bits */
+        if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(8)) & bytes)
             mant = _mm512_add_epi64(
                 mant, _mm512_mul_epu32(codec__row_digits8(x, l8, c8, 8),
                                        _mm512_set1_epi64(100000000)));
-        f = _mm512_cvtepu8_epi64(_mm512_castsi512_si128(
-            _mm512_permutexvar_epi8(
-                _mm512_add_epi8(iota, _mm512_set1_epi8((char)g)), fv)));
+        if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(16)) & bytes) {
+            __m512i top = codec__row_digits8(x, l8, c8, 16);
+            unsure = _mm512_cmpge_epu64_mask(top, _mm512_set1_epi64(1000));
+            mant = _mm512_add_epi64(
+                mant, _mm512_mullo_epi64(
+                          top, _mm512_set1_epi64(INT64_C(10000000000000000))));
+        }
+        at = _mm512_add_epi8(iota, _mm512_set1_epi8((char)g));
+        f = _mm512_cvtepu8_epi64(
+            _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, fv)));
+        q = _mm512_sub_epi64(
+            _mm512_cvtepi8_epi64(
+                _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, ev))),
+            f);
         bits = _mm256_castps_si256(_mm256_div_ps(
             _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(mant)),
             _mm512_castps512_ps256(_mm512_permutexvar_ps(
-                _mm512_castsi256_si512(_mm512_cvtepi64_epi32(f)), pow10))));
+                _mm512_castsi256_si512(
+                    _mm512_cvtepi64_epi32(_mm512_sub_epi64(
+                        _mm512_setzero_si512(), q))),
+                pow10))));
+        /* the lanes whose division was not exact: 10^q in a double */
+        big = n8 & (_mm512_cmpge_epu64_mask(mant, _mm512_set1_epi64(1 << 24)) |
+                    _mm512_cmplt_epi64_mask(q, _mm512_set1_epi64(-10)) |
+                    _mm512_cmpgt_epi64_mask(q, _mm512_setzero_si512()));
+        if (big) {
+            __mmask8 far;
+            __m256 dv = codec__row_f32x8(mant, q, &far);
+            bits = _mm256_mask_blend_epi32(big, bits, _mm256_castps_si256(dv));
+            unsure |= far & big;
+        }
+        unsure &= n8;
+        if (unsure)
+            n8 &= (__mmask8)((1u << __builtin_ctz(unsure)) - 1);
         bits = _mm256_mask_or_epi32(bits, (__mmask8)(negs >> g), bits,
                                     _mm256_set1_epi32((int)0x80000000u));
         _mm256_mask_storeu_epi32(out + g, n8, bits);
-        /* the lanes whose division was not exact: one at a time */
-        big = n8 & (_mm512_cmpge_epu64_mask(mant, _mm512_set1_epi64(1 << 24)) |
-                    _mm512_cmpgt_epu64_mask(f, _mm512_set1_epi64(10)));
-        if (big) {
-            uint64_t mi[8], fi[8];
-
-            _mm512_storeu_si512(mi, mant);
-            _mm512_storeu_si512(fi, f);
-            do {
-                unsigned i = (unsigned)__builtin_ctz(big);
-                if (!codec__row_value(mi[i], (unsigned)fi[i],
-                                      (unsigned)(negs >> (g + i)) & 1,
-                                      out + g + i))
-                    return g + i;
-                big &= (__mmask8)(big - 1);
-            } while (big);
-        }
+        if (unsure)
+            return g + (unsigned)__builtin_ctz(unsure);
     }
     return nnum;
 }
 
-/* Reads the numbers of whole 64-byte blocks from *pp while every number of
- * a block is one codec__row_one would take (other than by length); stops
- * at the first block that holds anything else, leaving it to the SSSE3
- * loop. Same contract as codec__row_ssse3. */
+/* The bytes up to and including the last separator of ends (nonzero). */
+static inline uint64_t codec__row_upto(uint64_t ends)
+{
+    return ends >> 63 ? ~UINT64_C(0)
+                      : (UINT64_C(2) << (63 - __builtin_clzll(ends))) - 1;
+}
+
+/* Reads the numbers of whole 64-byte blocks from *pp while they are ones
+ * codec_json_number_fast takes (with at most two exponent digits and 24
+ * mantissa digits; plain decimals without blanks before them unless any);
+ * stops before the first that is not, leaving it to the other readers.
+ * Same contract as codec__row_ssse3. */
 CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
                                                      const char *end,
-                                                     float *out, size_t room)
+                                                     float *out, size_t room,
+                                                     int any)
 {
+    const __m512i iota = _mm512_set_epi64(
+        0x3F3E3D3C3B3A3938, 0x3736353433323130, 0x2F2E2D2C2B2A2928,
+        0x2726252423222120, 0x1F1E1D1C1B1A1918, 0x1716151413121110,
+        0x0F0E0D0C0B0A0908, 0x0706050403020100);
     const char *s = *pp, *done = *pp;
     size_t k = 0;
 
     while (end - s >= 64 && k < room) {
         __m512i v = _mm512_loadu_si512((const void *)s);
         __m512i x = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));
+        __m512i ev = _mm512_setzero_si512();
         uint64_t dg = _mm512_cmple_epu8_mask(x, _mm512_set1_epi8(9));
         uint64_t pt = codec__eq64(v, '.'), mn = codec__eq64(v, '-');
         uint64_t cl = codec__eq64(v, ']');
-        uint64_t ends = codec__eq64(v, ',') | cl, w, st, first, dots, frac;
+        uint64_t ends = codec__eq64(v, ',') | cl;
+        uint64_t w, st, first, mdg, last, ie, bad = 0;
         size_t cap = room - k;
         unsigned nnum, got;
 
@@ -331,33 +401,115 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
             ends &= (_pdep_u64(UINT64_C(1) << (cap - 1), ends) << 1) - 1;
         if (ends == 0)
             break; /* a number longer than the block */
-        w = ends >> 63 ? ~UINT64_C(0)
-                       : (UINT64_C(2) << (63 - __builtin_clzll(ends))) - 1;
-        dg &= w;
-        pt &= w;
-        mn &= w;
-        st = ((ends << 1) | 1) & w;           /* first byte of each number */
-        first = (st & ~mn) | ((st & mn) << 1); /* its first digit's place */
-        dots = _pext_u64(pt, pt | ends);      /* points in separator order */
-        if ((w & ~(dg | pt | mn | ends)) != 0 || /* another byte */
-            (mn & ~st) != 0 ||                   /* a sign not first */
-            (first & ~dg) != 0 || /* no digit first (empty, ".5", "-,") */
-            ((pt << 1) & ~dg) != 0 ||  /* no digit after a point (one
-                                          before it: the first-digit and
-                                          two-point tests) */
-            (dots & (dots >> 1)) != 0 || /* two points in one number */
-            (first & codec__eq64(v, '0') & (dg >> 1)) != 0) /* "01" */
-            break;
-        /* the digits after a point (ends - (pt << 1): each point's next
-         * digit borrows from its number's end); then, in the packed order of
-         * the digits, each number's last digit (before its separator) and
-         * its last before the point (its last when it has no point) */
-        frac = (ends - (pt << 1)) & dg;
+        w = codec__row_upto(ends);
+        if ((w & ~(dg | pt | mn | ends)) == 0) {
+            /* compact plain decimals, the benchmark's form: a number
+             * starts after each separator and ends before the next */
+            uint64_t dots, fr;
+
+            dg &= w;
+            pt &= w;
+            mn &= w;
+            st = ((ends << 1) | 1) & w;
+            first = (st & ~mn) | ((st & mn) << 1);
+            dots = _pext_u64(pt, pt | ends); /* points in separator order */
+            if ((mn & ~st) != 0 ||          /* a sign not first */
+                (first & ~dg) != 0 ||       /* no digit first (",,", ".5") */
+                ((pt << 1) & ~dg) != 0 ||   /* no digit after a point (one
+                                               before it: the first-digit
+                                               and two-point tests) */
+                (dots & (dots >> 1)) != 0 || /* two points in one number */
+                (first & codec__eq64(v, '0') & (dg >> 1)) != 0) /* "01" */
+                break;
+            /* the digits after a point (ends - (pt << 1): each point's
+             * next digit borrows from its number's end) */
+            fr = (ends - (pt << 1)) & dg;
+            mdg = dg;
+            last = (ends >> 1) & dg;
+            ie = ((pt >> 1) | ((ends >> 1) & ~fr)) & dg;
+        } else {
+            /* blanks before numbers, exponents, or a fault */
+            uint64_t pl = codec__eq64(v, '+');
+            uint64_t ex = codec__eq64(v, 'e') | codec__eq64(v, 'E');
+            uint64_t ws = codec__eq64(v, ' ') | codec__eq64(v, '\n') |
+                          codec__eq64(v, '\r') | codec__eq64(v, '\t');
+            uint64_t tok, fin, aft, items, seq, er, fr, edg;
+
+            if (!any)
+                break; /* codec_json_row: the general reader's */
+            /* a number: the run of non-blank bytes before a separator */
+            tok = w & ~(ws | ends);
+            st = tok & ~(tok << 1);  /* each number's first byte */
+            fin = tok & ~(tok >> 1); /* its last */
+            aft = fin << 1;          /* the blank or separator after it */
+            dg &= tok;
+            mn &= tok;
+            first = (st & ~mn) | ((st & mn) << 1); /* its first digit */
+            pt &= tok;
+            pl &= tok;
+            ex &= tok;
+            er = (aft - (ex << 1)) & tok;        /* after an 'e' */
+            fr = ((aft | ex) - (pt << 1)) & tok; /* after a point */
+            mdg = dg & ~er;
+            edg = dg & er;
+            /* in order, the numbers' first bytes and the separators
+             * alternate from a first byte: the first item out of turn is
+             * an empty number (",," or ", ,") */
+            items = st | ends;
+            seq = _pext_u64(st, items) ^
+                  (UINT64_C(0x5555555555555555) &
+                   _bzhi_u64(~UINT64_C(0),
+                             (unsigned)__builtin_popcountll(items)));
+            bad = seq ? _pdep_u64(seq & -seq, items) : 0;
+            bad |= (tok & ~(dg | pt | mn | pl | ex)) | /* another byte */
+                   (first & ~dg) |                     /* no first digit */
+                   (mn & ~(st | (ex << 1))) |          /* misplaced signs */
+                   (pl & ~(ex << 1)) |
+                   (aft & ~ends) | /* a blank after a number: the general
+                                      reader's (one a row, indented) */
+                   ((pt << 1) & ~dg) |             /* no digit after a point */
+                   ((ex << 1) & ~(dg | mn | pl)) | /* nor after an 'e' */
+                   ((((ex << 1) & (mn | pl)) << 1) & ~dg) | /* nor its sign */
+                   (pt & (fr | er)) | (ex & er) |  /* two points or 'e's */
+                   (first & codec__eq64(v, '0') & (dg >> 1)) | /* "01" */
+                   (edg & (edg << 1) & (edg << 2)); /* 3 exponent digits:
+                                                       the general reader's */
+            if (bad) {
+                /* the numbers before the first fault are read; it is left
+                 * to the general reader, which takes it or says what is
+                 * wrong */
+                ends &= (bad & -bad) - 1;
+                if (ends == 0)
+                    break;
+            }
+            if (ex) {
+                /* each number's exponent at its last byte (its last
+                 * digit), tens from the byte before, then one byte a
+                 * number */
+                __m512i xp = _mm512_maskz_permutexvar_epi8(
+                    edg & (edg << 1) & ~UINT64_C(1),
+                    _mm512_sub_epi8(iota, _mm512_set1_epi8(1)), x);
+                __m512i x2 = _mm512_add_epi8(xp, xp), x8;
+                uint64_t eneg;
+
+                x8 = _mm512_add_epi8(x2, x2);
+                x8 = _mm512_add_epi8(x8, x8);
+                ev = _mm512_maskz_compress_epi8(
+                    fin, _mm512_maskz_add_epi8(edg & fin, x,
+                                               _mm512_add_epi8(x8, x2)));
+                /* negative: the number's last byte lies after its
+                 * exponent's '-' */
+                eneg = _pext_u64((aft - ((mn & (ex << 1)) << 1)) & fin, fin);
+                ev = _mm512_mask_sub_epi8(ev, eneg, _mm512_setzero_si512(),
+                                          ev);
+            }
+            last = ((aft | ex) >> 1) & mdg;
+            ie = ((pt >> 1) | (((aft | ex) >> 1) & ~fr)) & mdg;
+        }
         nnum = (unsigned)__builtin_popcountll(ends);
-        got = codec__row_block8(
-            _mm512_maskz_compress_epi8(dg, x), _pext_u64(ends >> 1, dg),
-            _pext_u64((pt >> 1) | ((ends >> 1) & ~frac), dg),
-            _pext_u64(mn, st), nnum, out + k);
+        got = codec__row_block8(_mm512_maskz_compress_epi8(mdg, x),
+                                _pext_u64(last, mdg), _pext_u64(ie, mdg),
+                                _pext_u64(mn, st), ev, nnum, out + k);
         if (got < nnum) { /* a number this loop leaves to the others */
             if (got > 0) /* the separator after the last number stored */
                 done = s + __builtin_ctzll(
@@ -369,8 +521,8 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
          * just read, so the core can go on to it while they are made */
         k += nnum;
         done = s + (63 - __builtin_clzll(ends));
-        if ((cl & ends) != 0 || k == room)
-            break; /* the row's ']', or no more room */
+        if ((cl & ends) != 0 || k == room || bad)
+            break; /* the row's ']', no more room, or a number left */
         s = done + 1;
     }
     *pp = done;
@@ -388,6 +540,7 @@ __attribute__((constructor)) static void codec__row_cpu(void)
         codec__row_have = 0;
     else if (__builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512vbmi") &&
              __builtin_cpu_supports("avx512vbmi2") &&
              __builtin_cpu_supports("bmi2") &&
@@ -404,8 +557,9 @@ int codec__row_isa(int isa)
     return codec__row_use;
 }
 
-size_t codec_json_row(const char **pp, const char *end, float *out,
-                      size_t room)
+/* codec_json_row (any 0) and codec_json_row_any (any 1). */
+static size_t codec__row(const char **pp, const char *end, float *out,
+                         size_t room, int any)
 {
     size_t k, more;
     const char *q;
@@ -414,7 +568,7 @@ size_t codec_json_row(const char **pp, const char *end, float *out,
         return 0;
     if (codec__row_use == 1)
         return codec__row_ssse3(pp, end, out, room);
-    k = codec__row_avx512(pp, end, out, room);
+    k = codec__row_avx512(pp, end, out, room, any);
     if (k == 0)
         return codec__row_ssse3(pp, end, out, room);
     if (k == room || **pp != ',')
@@ -426,6 +580,18 @@ size_t codec_json_row(const char **pp, const char *end, float *out,
     if (more > 0)
         *pp = q;
     return k + more;
+}
+
+size_t codec_json_row(const char **pp, const char *end, float *out,
+                      size_t room)
+{
+    return codec__row(pp, end, out, room, 0);
+}
+
+size_t codec_json_row_any(const char **pp, const char *end, float *out,
+                          size_t room)
+{
+    return codec__row(pp, end, out, room, 1);
 }
 
 #else
@@ -444,6 +610,12 @@ size_t codec_json_row(const char **pp, const char *end, float *out,
     (void)out;
     (void)room;
     return 0;
+}
+
+size_t codec_json_row_any(const char **pp, const char *end, float *out,
+                          size_t room)
+{
+    return codec_json_row(pp, end, out, room);
 }
 
 #endif

@@ -175,7 +175,7 @@ static int codec__level(codec__nest *s, int level)
                 /* the hot path: a run of short numbers, then one plain
                  * number, into room already there */
                 fast = s->leaf == CODEC_LEAF_F32 && room > 0;
-                if (fast && (k = codec_json_row(
+                if (fast && (k = codec_json_row_any(
                                  &r->p, r->end,
                                  (float *)(void *)s->buf + s->count,
                                  room)) > 0) {
