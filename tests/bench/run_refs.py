@@ -24,8 +24,9 @@ Then --rounds rounds (default 3, 1 with --quick), each timing both ways with
 --count sequential requests on one keep-alive connection (curl, time_total
 of each; default 20), inline and refs alternating which goes first. Printed:
 median and p90 latency over all requests of a way, requests/s (sequential:
-1000 / the mean latency), server CPU time per request, the speedup (inline
-median over refs median; goal >= 4x) and the range of the per-round figures.
+1000 / the mean latency), server CPU time per request (median of the
+rounds), the speedup (inline median over refs median; goal >= 4x) and the
+range of the per-round figures, and the ratio of CPU time per request.
 Figures, never a failure on a time. Writes OUT/refs.json.
 
     run_refs.py --attnd build/attnd --out build/bench [--quick]
@@ -247,6 +248,10 @@ def main():
           "%s; per round %s" % (speedup, GOAL,
                                 "MET" if speedup >= GOAL else "NOT MET",
                                 ", ".join("%.1fx" % v for v in per_round)))
+    print("server CPU time per request, inline / refs: %.1fx (the figure "
+          "that hardly depends on what else the machine runs)" % (
+              summary["inline"]["cpu_ms_per_request"]
+              / summary["refs"]["cpu_ms_per_request"]))
     bad = sum(s["non200"] for s in summary.values())
     if bad:
         print("  %d requests answered other than 200 during timing" % bad)

@@ -24,8 +24,13 @@ each variant's median and range, the attention parts, their ratio no window
 / window 255 at n = 8192 (goal >= 8x; the flop ratio is 16x) and window 255
 n = 16384 / n = 8192 (goal <= 2.5x; linear is 2x), each also per round
 (min .. max), and the same ratios from each variant's fastest round (on a
-shared machine the least disturbed one). Figures, never a failure on a
-time. Writes OUT/window.json.
+shared machine the least disturbed one). Beside them, the same ratios from
+the CPU time attnd's threads ran for each request (the sum of
+/proc/PID/task/*/schedstat, nanoseconds; it holds the body's reading and
+the answer's writing too, alike for the variants of one n): wall time
+stretches when other work on the machine takes a core from the compute
+threads, CPU time hardly does. Figures, never a failure on a time. Writes
+OUT/window.json.
 
 attnd runs with its defaults; if its work limit (--max-flops) refuses a
 variant, it is restarted with --max-flops 1e12 and the report says so.
@@ -155,6 +160,19 @@ def check(client, name, n, window, arrs, data):
     return status, resp["meta"], msg
 
 
+def cpu_ns(pid):
+    """Nanoseconds that the threads of process pid have run so far."""
+    total = 0
+    task_dir = "/proc/%d/task" % pid
+    for tid in os.listdir(task_dir):
+        try:
+            with open("%s/%s/schedstat" % (task_dir, tid)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass  # a thread that ended between the listing and the read
+    return total
+
+
 def med_range(vals):
     return "%8.1f ms  (%.1f .. %.1f)" % (statistics.median(vals), min(vals),
                                           max(vals))
@@ -186,6 +204,7 @@ def main():
     srv = run_http.start("attnd", args, port)
     client = Client(port)
     elapsed = {name: [] for name, *_ in VARIANTS}
+    cpu = {name: [] for name, *_ in VARIANTS}
     flops = {}
     try:
         for name, n, w in VARIANTS:
@@ -212,13 +231,16 @@ def main():
         for rnd in range(-1, args.runs):
             k = rnd % len(VARIANTS)
             for name, _n, _w in VARIANTS[k:] + VARIANTS[:k]:
+                c0 = cpu_ns(srv.proc.pid)
                 status, data = client.post(bodies[name])
+                c1 = cpu_ns(srv.proc.pid)
                 if status != 200:
                     raise SystemExit("bench-window: %s: HTTP %d: %s" % (
                         name, status, data[:400].decode("utf-8",
                                                         "replace")))
                 if rnd >= 0:  # round -1 warms up, untimed
                     elapsed[name].append(meta_of(data)["elapsed_ms"])
+                    cpu[name].append((c1 - c0) * 1e-6)
             if rnd < 0:
                 continue
             print("  round %d: %s" % (rnd + 1, ", ".join(
@@ -283,6 +305,22 @@ def main():
     print("from each variant's fastest round: no window / window %d "
           "%.1fx, n = 16384 / n = 8192 %.2fx" % (WINDOW, best_ratio,
                                                  best_growth))
+    cmed = {name: statistics.median(v) for name, v in cpu.items()}
+    catt = {"8192 none": cmed["8192 none"] - cmed["8192 left0"],
+            "8192 left255": cmed["8192 left255"] - cmed["8192 left0"],
+            "16384 left255": cmed["16384 left255"] - cmed["16384 left0"]}
+    print("\nattnd's CPU time a request (all its threads; median, range), "
+          "the cross-check:")
+    for name, *_ in VARIANTS:
+        print("%-15s %-30s %s" % (
+            name, med_range(cpu[name]),
+            "%.1f ms" % catt[name] if name in catt else "(projections)"))
+    cpu_ratio = cpu_growth = None
+    if catt["8192 left255"] > 0:
+        cpu_ratio = catt["8192 none"] / catt["8192 left255"]
+        cpu_growth = catt["16384 left255"] / catt["8192 left255"]
+        print("by CPU time: no window / window %d %.1fx, n = 16384 / n = "
+              "8192 %.2fx" % (WINDOW, cpu_ratio, cpu_growth))
     print("whole call, no window / window %d at n = 8192: %.1fx" % (
         WINDOW, med["8192 none"] / med["8192 left255"]))
     print("attnd peak RSS %.0f MiB" % rss)
@@ -294,6 +332,8 @@ def main():
                    "ratio": ratio, "ratio_per_round": r_ratio,
                    "growth": growth, "growth_per_round": r_growth,
                    "best_ratio": best_ratio, "best_growth": best_growth,
+                   "cpu_ms": cpu, "cpu_attention_ms": catt,
+                   "cpu_ratio": cpu_ratio, "cpu_growth": cpu_growth,
                    "attnd_options": extra}, f, indent=1)
     print("wrote %s (load average at the end: %s)" % (out,
                                                       run_http.loadavg()))
