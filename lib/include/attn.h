@@ -57,7 +57,10 @@ extern "C" {
 #define ATTN_API
 #endif
 
-/* Status codes: 0 or negative. One table generates the enum and the messages. */
+/* Status codes: 0 or negative. One table generates the enum and the messages.
+ * Every fallible function below returns one; the values never change, so
+ * a caller built against an older header that stored them in an int still
+ * reads them right. */
 #define ATTN_STATUS_MAP(X)                                                    \
     X(OK, 0, "success")                                                       \
     X(EINVAL, -1, "invalid argument")                                         \
@@ -274,13 +277,14 @@ typedef struct attn_extras {
  * (ATTN_ESHAPE); score-map strides whose last element is representable
  * (ATTN_EOVERFLOW). A zeroed field is always valid.
  * Returns ATTN_OK, ATTN_EINVAL, ATTN_ESHAPE or ATTN_EOVERFLOW. */
-ATTN_API int attn_check(const attn_params *p);
+ATTN_API attn_status attn_check(const attn_params *p);
 
 /* Element counts of the caller-owned outputs for p: *output_elems is
  * B*n*d_out; *weights_elems is B*h*n*m (per head), B*n*m (mean) or 0 (none).
  * Either pointer may be NULL. Fails like attn_check. */
-ATTN_API int attn_output_sizes(const attn_params *p, size_t *output_elems,
-                               size_t *weights_elems);
+ATTN_API attn_status attn_output_sizes(const attn_params *p,
+                                       size_t *output_elems,
+                                       size_t *weights_elems);
 
 /* Number of weight and bias values p carries (W_q, W_k, W_v, W_o and the
  * biases that are present; W_v has d_val inputs when value is given), and
@@ -288,8 +292,8 @@ ATTN_API int attn_output_sizes(const attn_params *p, size_t *output_elems,
  * (multiply-adds times two; masked entries counted, as the contract
  * defines the computation over the whole n x m, whatever the window or
  * the masks hide; the V projection over d_val inputs with value). */
-ATTN_API int attn_param_count(const attn_params *p, uint64_t *count);
-ATTN_API int attn_flops(const attn_params *p, uint64_t *flops);
+ATTN_API attn_status attn_param_count(const attn_params *p, uint64_t *count);
+ATTN_API attn_status attn_flops(const attn_params *p, uint64_t *flops);
 
 /* The work the call will do, for limits (not the contract's flops):
  * multiply-adds times two of the projections and of the score and value
@@ -304,15 +308,16 @@ ATTN_API int attn_flops(const attn_params *p, uint64_t *flops);
 #define ATTN_COST_EXP 20
 #define ATTN_COST_SOFTCAP 20
 #define ATTN_COST_ROW 64
-ATTN_API int attn_cost(const attn_params *p, uint64_t *work_units);
+ATTN_API attn_status attn_cost(const attn_params *p, uint64_t *work_units);
 
 /* The peak of the workspace attn_forward_ex allocates for p and ex (NULL:
  * none) when it runs on `workers` workers (the executor's, or 1 without):
  * projections, packed K and V, score tiles, the visibility tables and the
  * head figures' sums. The caller's own outputs are not included. Returns
  * ATTN_OK, or fails like attn_check. */
-ATTN_API int attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
-                                  size_t workers, uint64_t *bytes);
+ATTN_API attn_status attn_workspace_bytes(const attn_params *p,
+                                          const attn_extras *ex, size_t workers,
+                                          uint64_t *bytes);
 
 /* Computes the attention described by p.
  *   output   [B][n][d_out], caller-owned, required
@@ -325,9 +330,10 @@ ATTN_API int attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
  * materialised per head.
  * attn_forward uses cblas_sgemm; attn_forward_ref is the naive reference with
  * the same contract (float64 accumulation), which the tests trust. */
-ATTN_API int attn_forward(const attn_params *p, float *output, float *weights);
-ATTN_API int attn_forward_ref(const attn_params *p, float *output,
-                              float *weights);
+ATTN_API attn_status attn_forward(const attn_params *p, float *output,
+                                  float *weights);
+ATTN_API attn_status attn_forward_ref(const attn_params *p, float *output,
+                                      float *weights);
 
 /* attn_forward with extras (ex may be NULL). With ex->top_k the dense
  * weights are not materialised: weights must be NULL, memory stays
@@ -335,15 +341,15 @@ ATTN_API int attn_forward_ref(const attn_params *p, float *output,
  * O(B h n m) logarithms, and the similarity O(B h^2 n m).
  * Returns ATTN_EINVAL for inconsistent extras (top_k > m, missing outputs,
  * top_k with ATTN_WEIGHTS_NONE, a dense weights pointer with top_k). */
-ATTN_API int attn_forward_ex(const attn_params *p, float *output,
-                             float *weights, const attn_extras *ex);
+ATTN_API attn_status attn_forward_ex(const attn_params *p, float *output,
+                                     float *weights, const attn_extras *ex);
 
 /* The reference with the extras it can compute from the call alone:
  * value_norms, q_out and k_out (in float64, rounded to float once);
  * ex->stats and ex->top_k must be 0 (ATTN_EINVAL otherwise: the head
  * figures' reference is attn_analyze_ref). ex may be NULL. */
-ATTN_API int attn_forward_ref_ex(const attn_params *p, float *output,
-                                 float *weights, const attn_extras *ex);
+ATTN_API attn_status attn_forward_ref_ex(const attn_params *p, float *output,
+                                         float *weights, const attn_extras *ex);
 
 /* Process-wide BLAS settings (OpenBLAS keeps them globally, so these are the
  * only calls here that touch shared state; call them once at start-up).

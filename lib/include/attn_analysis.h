@@ -64,8 +64,9 @@ struct attn_head_stats {
 /* The reference for the extras: computes them in float64 from dense
  * per-head weights [B][h][n][m] (as attn_forward_ref returns them) and the
  * masks of p (ex->top_k must be 0). */
-ATTN_API int attn_analyze_ref(const attn_params *p, const float *weights,
-                              const attn_extras *ex);
+ATTN_API attn_status attn_analyze_ref(const attn_params *p,
+                                      const float *weights,
+                                      const attn_extras *ex);
 
 #ifdef __cplusplus
 }

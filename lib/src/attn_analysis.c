@@ -17,8 +17,8 @@ const char *attn_pattern_name(int pattern)
     return "unknown";
 }
 
-int attn__extras_check(const attn_params *p, const float *weights,
-                       const attn_extras *ex)
+attn_status attn__extras_check(const attn_params *p, const float *weights,
+                               const attn_extras *ex)
 {
     if (ex == NULL)
         return ATTN_OK;
@@ -36,7 +36,7 @@ int attn__extras_check(const attn_params *p, const float *weights,
 
 /* -- accumulators ---------------------------------------------------------- */
 
-int attn__acc_init(attn__acc *acc, const attn_params *p, size_t workers)
+attn_status attn__acc_init(attn__acc *acc, const attn_params *p, size_t workers)
 {
     const attn_dims *d = &p->dims;
     size_t bh, cells;
@@ -340,11 +340,11 @@ static int attn__ref_row_hidden(const attn_params *p, size_t b, size_t r)
     return 1;
 }
 
-int attn_analyze_ref(const attn_params *p, const float *weights,
-                     const attn_extras *ex)
+attn_status attn_analyze_ref(const attn_params *p, const float *weights,
+                             const attn_extras *ex)
 {
     const attn_dims *d;
-    int rc = attn_check(p);
+    attn_status rc = attn_check(p);
 
     if (rc != ATTN_OK)
         return rc;

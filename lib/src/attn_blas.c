@@ -344,7 +344,7 @@ static void attn__out_task(void *arg, size_t t, size_t worker)
  * value_norms [B][h][m], ||V_j[b] W_o^(i)|| (one sgemm a head into a
  * [m][d_out] buffer of its own), or ||V_j[b]|| without W_O. Returns
  * ATTN_OK or ATTN_ENOMEM. */
-static int attn__extras_qkv(const attn__job *j)
+static attn_status attn__extras_qkv(const attn__job *j)
 {
     const attn_params *p = j->p;
     const attn_dims *d = j->d;
@@ -408,7 +408,7 @@ static void attn__run(const attn_params *p, size_t count,
         fn(job, t, 0);
 }
 
-int attn_forward(const attn_params *p, float *output, float *weights)
+attn_status attn_forward(const attn_params *p, float *output, float *weights)
 {
     return attn_forward_ex(p, output, weights, NULL);
 }
@@ -416,11 +416,11 @@ int attn_forward(const attn_params *p, float *output, float *weights)
 /* Step 4: the phases. Projections (with the norm and rotation of Q and
  * K), the extras read from them, the fused kernel's packing, the
  * attention tiles, the output projection. Returns the first failure. */
-static int attn__job_run(attn__job *job, size_t workers)
+static attn_status attn__job_run(attn__job *job, size_t workers)
 {
     const attn_params *p = job->p;
     const attn_dims *d = job->d;
-    int rc;
+    attn_status rc;
 
     attn__run(p, job->q_chunks + 2 * job->kv_chunks, attn__proj_task, job);
     rc = attn__extras_qkv(job);
@@ -448,11 +448,11 @@ static int attn__job_run(attn__job *job, size_t workers)
 
 /* What attn_forward_ex refuses before any work: inconsistent outputs or
  * extras, and sizes cblas's int arguments cannot take. */
-static int attn__call_check(const attn_params *p, const float *output,
-                            const float *weights, const attn_extras *ex)
+static attn_status attn__call_check(const attn_params *p, const float *output,
+                                    const float *weights, const attn_extras *ex)
 {
     const attn_dims *d = &p->dims;
-    int rc;
+    attn_status rc;
 
     if (output == NULL ||
         (p->weights != ATTN_WEIGHTS_NONE && weights == NULL && !ex->top_k))
@@ -478,14 +478,14 @@ static int attn__flash_ok(const attn_params *p)
     return p->executor != NULL || openblas_get_num_threads() == 1;
 }
 
-int attn_forward_ex(const attn_params *p, float *output, float *weights,
-                    const attn_extras *ex)
+attn_status attn_forward_ex(const attn_params *p, float *output, float *weights,
+                            const attn_extras *ex)
 {
     static const attn_extras no_extras;
     attn__job job;
     attn__acc acc;
     size_t workers;
-    int rc = attn_check(p);
+    attn_status rc = attn_check(p);
 
     if (rc != ATTN_OK)
         return rc;
@@ -513,12 +513,12 @@ int attn_forward_ex(const attn_params *p, float *output, float *weights,
     return rc;
 }
 
-int attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
-                         size_t workers, uint64_t *bytes)
+attn_status attn_workspace_bytes(const attn_params *p, const attn_extras *ex,
+                                 size_t workers, uint64_t *bytes)
 {
     static const attn_extras no_extras;
     attn__job job;
-    int rc = attn_check(p);
+    attn_status rc = attn_check(p);
 
     if (rc != ATTN_OK)
         return rc;

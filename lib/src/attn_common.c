@@ -66,7 +66,7 @@ size_t attn__value_width(const attn_params *p)
 /* Every element count the kernels allocate or index, checked once. The
  * largest single product a kernel forms is bounded by one of these times
  * sizeof(double). */
-static int attn__check_products(const attn_params *p)
+static attn_status attn__check_products(const attn_params *p)
 {
     const attn_dims *d = &p->dims;
     size_t t, u, hdk, gdk, gdv, hdv;
@@ -118,7 +118,7 @@ static int attn__all_finite(const float *v, size_t count)
 
 /* The last element a score map can reach for p's dims, checked for
  * overflow: (B-1) stride_b + (h-1) stride_h + n m. */
-static int attn__map_ok(const attn_params *p, const attn_score_map *map)
+static attn_status attn__map_ok(const attn_params *p, const attn_score_map *map)
 {
     const attn_dims *d = &p->dims;
     size_t a, b, nm;
@@ -135,12 +135,12 @@ static int attn__map_ok(const attn_params *p, const attn_score_map *map)
 /* The optional score rules (attn.h, "the rules of real model families"):
  * every value a zeroed field would default is accepted, everything else
  * must be in its documented range. Positions are scanned (O(B (n + m))). */
-static int attn__check_rules(const attn_params *p)
+static attn_status attn__check_rules(const attn_params *p)
 {
     const attn_dims *d = &p->dims;
     const attn_rope *r = &p->rope;
     const attn_qk_norm *qn = &p->qk_norm;
-    int rc;
+    attn_status rc;
 
     if (r->dim != 0) {
         if (r->dim % 2 != 0)
@@ -202,7 +202,7 @@ static int attn__check_rules(const attn_params *p)
     return ATTN_OK;
 }
 
-int attn_check(const attn_params *p)
+attn_status attn_check(const attn_params *p)
 {
     const attn_dims *d;
 
@@ -239,11 +239,11 @@ int attn_check(const attn_params *p)
     return attn__check_rules(p);
 }
 
-int attn_output_sizes(const attn_params *p, size_t *output_elems,
-                      size_t *weights_elems)
+attn_status attn_output_sizes(const attn_params *p, size_t *output_elems,
+                              size_t *weights_elems)
 {
     const attn_dims *d;
-    int rc = attn_check(p);
+    attn_status rc = attn_check(p);
 
     if (rc != ATTN_OK)
         return rc;
@@ -293,11 +293,11 @@ static int attn__fma3(uint64_t *acc, uint64_t a, uint64_t b, uint64_t c)
     return attn__add64(acc, t);
 }
 
-int attn_param_count(const attn_params *p, uint64_t *count)
+attn_status attn_param_count(const attn_params *p, uint64_t *count)
 {
     const attn_dims *d;
     uint64_t c = 0;
-    int rc = attn_check(p);
+    attn_status rc = attn_check(p);
 
     if (rc != ATTN_OK)
         return rc;
@@ -315,11 +315,11 @@ int attn_param_count(const attn_params *p, uint64_t *count)
     return ATTN_OK;
 }
 
-int attn_flops(const attn_params *p, uint64_t *flops)
+attn_status attn_flops(const attn_params *p, uint64_t *flops)
 {
     const attn_dims *d;
     uint64_t bn, bm, bhnm, f = 0;
-    int rc = attn_check(p);
+    attn_status rc = attn_check(p);
 
     if (rc != ATTN_OK)
         return rc;
@@ -362,13 +362,13 @@ static uint64_t attn__cost_row(const attn__vis *v, size_t b, size_t a,
     return (uint64_t)(hi - lo + extra < v->m ? hi - lo + extra : v->m);
 }
 
-int attn_cost(const attn_params *p, uint64_t *work_units)
+attn_status attn_cost(const attn_params *p, uint64_t *work_units)
 {
     const attn_dims *d;
     attn__vis v;
     uint64_t w = 0, pairs = 0, per_pair, qk_rows;
     size_t global_keys = 0;
-    int rc = attn_check(p);
+    attn_status rc = attn_check(p);
 
     if (rc != ATTN_OK)
         return rc;

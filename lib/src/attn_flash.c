@@ -317,7 +317,7 @@ attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
     size_t tlo = d->m, thi = 0;
     const float *kt = a->kt + (b * d->g + kv) * d->d_k * ldk;
     const float *v = a->vp + (b * d->g + kv) * d->m * d->d_v;
-    int rc = ATTN_OK;
+    attn_status rc = ATTN_OK;
     float qscale = a->scale * (float)M_LOG2E;
     attn__flash_ws ws;
     attn__flash_tile_ctx t = {a, b, i, q0, ldk, dvp, kt, v, rlo, rhi};
@@ -493,8 +493,8 @@ size_t attn__flash_floats(const attn_dims *d)
 
 #else
 
-int attn__flash_tile(const attn__flash_args *a, size_t b, size_t i, size_t q0,
-                     size_t rows, float *base)
+attn_status attn__flash_tile(const attn__flash_args *a, size_t b, size_t i,
+                             size_t q0, size_t rows, float *base)
 {
     (void)a;
     (void)b;

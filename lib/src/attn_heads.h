@@ -30,7 +30,8 @@ typedef struct attn__acc {
 
 /* ATTN_OK, ATTN_EOVERFLOW or ATTN_ENOMEM; on failure attn__acc_free still
  * frees what was allocated. */
-int attn__acc_init(attn__acc *acc, const attn_params *p, size_t workers);
+attn_status attn__acc_init(attn__acc *acc, const attn_params *p,
+                           size_t workers);
 void attn__acc_free(attn__acc *acc, const attn_params *p);
 
 /* Adds query row r of batch element b: rows[i] is head i's normalised row,
@@ -49,7 +50,7 @@ void attn__top_k(const float *w, size_t len, size_t m, size_t k,
                  uint32_t *idx, float *val);
 
 /* ATTN_EINVAL when ex is inconsistent with p and weights (see attn.h). */
-int attn__extras_check(const attn_params *p, const float *weights,
-                       const attn_extras *ex);
+attn_status attn__extras_check(const attn_params *p, const float *weights,
+                               const attn_extras *ex);
 
 #endif

@@ -95,8 +95,8 @@ void attn__flash_pack(const attn__flash_args *a, size_t b, size_t kv,
 size_t attn__flash_packed_floats(const attn_dims *d);
 void attn__flash_place(attn__flash_args *a, float *packed);
 
-int attn__flash_tile(const attn__flash_args *a, size_t b, size_t i,
-                     size_t q0, size_t rows, float *ws);
+attn_status attn__flash_tile(const attn__flash_args *a, size_t b, size_t i,
+                             size_t q0, size_t rows, float *ws);
 
 /* The workspace attn__flash_tile needs a worker, in floats; 0 when it
  * cannot take these dims on this CPU (no AVX-512F, d_k > 256, d_v > 128)

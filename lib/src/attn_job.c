@@ -81,7 +81,7 @@ void attn__job_layout(const attn__job *job, size_t workers,
     if (p->w_o != NULL)
         o->cat = attn__plan_add(pl, job->q_rows,
                                 d->h * d->d_v * sizeof(float));
-    o->status = attn__plan_add(pl, workers, sizeof(int));
+    o->status = attn__plan_add(pl, workers, sizeof(attn_status));
     o->inv = attn__plan_add(pl, workers * job->blk, sizeof(float));
     o->hrow = attn__plan_add(pl, workers * d->h, sizeof(float *));
     o->cost = attn__plan_add(pl, workers, sizeof(double));
@@ -119,13 +119,13 @@ void attn__job_layout(const attn__job *job, size_t workers,
 /* Step 3: the workspace itself, its buffers placed, the visibility
  * tables and the head figures' sums. ATTN_OK, ATTN_EOVERFLOW or
  * ATTN_ENOMEM (attn__job_free releases whatever was made). */
-int attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers)
+attn_status attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers)
 {
     const attn_params *p = job->p;
     attn__plan pl = {0, 0};
     attn__layout o;
     unsigned char *base;
-    int rc;
+    attn_status rc;
 
     attn__job_layout(job, workers, &o, &pl);
     if (pl.overflow)
@@ -156,7 +156,7 @@ int attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers)
         attn__flash_place(&job->fa, attn__part(base, o.packed));
     if (job->lean && !job->flash_floats)
         memset(job->zeroed, 0, workers * sizeof(size_t));
-    memset(job->status, 0, workers * sizeof(int));
+    memset(job->status, 0, workers * sizeof(attn_status));
     memset(job->cost, 0, workers * sizeof(double));
     rc = attn__vis_init(&job->vis, p);
     if (rc != ATTN_OK)
@@ -178,7 +178,8 @@ void attn__job_free(attn__job *job, attn__acc *acc)
     attn__free(job->p, job->block);
 }
 
-int attn__job_bytes(const attn__job *job, size_t workers, uint64_t *bytes)
+attn_status attn__job_bytes(const attn__job *job, size_t workers,
+                            uint64_t *bytes)
 {
     const attn_params *p = job->p;
     const attn_dims *d = job->d;

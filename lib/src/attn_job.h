@@ -59,7 +59,7 @@ typedef struct attn__job {
     unsigned char *hide; /* [workers][m]: one row's hidden keys */
     double *trig;   /* [workers][d_k]: one row's rotation */
     attn__vis vis;  /* which keys each query sees */
-    int *status;    /* [workers]: ATTN_ERANGE when a worker saw overflow */
+    attn_status *status; /* [workers]: ATTN_ERANGE when a worker saw overflow */
     void *block;    /* the one allocation all the buffers above live in */
     float scale;
     size_t blk, nblocks;                 /* attention tiles per batch element */
@@ -122,11 +122,12 @@ void attn__job_layout(const attn__job *job, size_t workers, attn__layout *o,
 /* Step 3: the workspace itself, its buffers placed, the visibility
  * tables and the head figures' sums. ATTN_OK, ATTN_EOVERFLOW or
  * ATTN_ENOMEM (attn__job_free releases whatever was made). */
-int attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers);
+attn_status attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers);
 void attn__job_free(attn__job *job, attn__acc *acc);
 
 /* The peak bytes of steps 3 and 4 (the workspace, the visibility tables,
  * the head figures' sums, the value norms' buffer). */
-int attn__job_bytes(const attn__job *job, size_t workers, uint64_t *bytes);
+attn_status attn__job_bytes(const attn__job *job, size_t workers,
+                            uint64_t *bytes);
 
 #endif

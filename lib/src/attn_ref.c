@@ -201,19 +201,21 @@ static void attn__ref_value_norms(const attn_params *p, size_t b,
         }
 }
 
-int attn_forward_ref(const attn_params *p, float *output, float *weights)
+attn_status attn_forward_ref(const attn_params *p, float *output,
+                             float *weights)
 {
     return attn_forward_ref_ex(p, output, weights, NULL);
 }
 
-int attn_forward_ref_ex(const attn_params *p, float *output, float *weights,
-                        const attn_extras *ex)
+attn_status attn_forward_ref_ex(const attn_params *p, float *output,
+                                float *weights, const attn_extras *ex)
 {
     const attn_dims *d;
     double *q = NULL, *k = NULL, *v = NULL, *cat = NULL, *row = NULL;
     double scale;
     size_t hdk, gdk, gdv, hdv, group;
-    int rc = attn_check(p), range = 0;
+    attn_status rc = attn_check(p);
+    int range = 0;
 
     if (rc != ATTN_OK)
         return rc;

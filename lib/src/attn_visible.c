@@ -61,7 +61,7 @@ void attn__vis_rules(attn__vis *v, const attn_params *p)
 #endif
 }
 
-int attn__vis_init(attn__vis *v, const attn_params *p)
+attn_status attn__vis_init(attn__vis *v, const attn_params *p)
 {
     const attn_dims *d = &p->dims;
     attn__vis_offsets o;

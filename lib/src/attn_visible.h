@@ -46,7 +46,7 @@ typedef struct attn__vis {
 
 /* Builds v for p (p must have passed attn_check). Returns ATTN_OK or
  * ATTN_ENOMEM; attn__vis_free accepts a failed or zeroed v. */
-int attn__vis_init(attn__vis *v, const attn_params *p);
+attn_status attn__vis_init(attn__vis *v, const attn_params *p);
 /* The bytes attn__vis_init allocates for p. */
 size_t attn__vis_bytes(const attn_params *p);
 void attn__vis_free(attn__vis *v);
