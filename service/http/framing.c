@@ -279,16 +279,21 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
         case FRAMING_HEAD: {
             if (!f->in_head) {
                 /* Empty lines before a request line are ignored (RFC 9112
-                 * 2.2); libmicrohttpd skips them too. */
-                if (p[0] == '\n') {
-                    pos++;
-                    continue;
-                }
-                if (p[0] == '\r') {
-                    if (avail < 2)
+                 * 2.2); libmicrohttpd skips them too. A few: a client
+                 * sending nothing else must not pass for an active one. */
+                if (p[0] == '\n' || p[0] == '\r') {
+                    size_t k = p[0] == '\n' ? 1 : 2;
+                    if (k == 2 && avail < 2)
                         return pos;
-                    if (p[1] == '\n') {
-                        pos += 2;
+                    if (k == 1 || p[1] == '\n') {
+                        f->blank += k;
+                        if (f->blank > 64) {
+                            framing__fail(err, 400, "bad_request",
+                                          "more than 64 bytes of empty "
+                                          "lines before a request");
+                            return pos;
+                        }
+                        pos += k;
                         continue;
                     }
                 }
@@ -314,6 +319,7 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
             if (!framing__head(f, p, e, err))
                 return pos;
             f->in_head = false;
+            f->blank = 0;
             f->scan = 0;
             pos += e;
             break;

@@ -27,6 +27,7 @@ typedef struct framing {
     uint64_t left;
     size_t scan;     /* bytes of an unfinished head or line already scanned */
     bool in_head;    /* the head of a request has begun (not just CRLFs) */
+    size_t blank;    /* bytes of empty lines before it (at most 64) */
     char origin[256]; /* the last head's Origin, for a raw answer's CORS */
 } framing;
 

@@ -392,7 +392,10 @@ static void guard__classify(guard_conn *gc)
                             gc->in_len - gc->in_ready, &gc->reject);
     gc->in_ready += k;
     atomic_store(&gc->in_body, framing_in_body(&gc->fr));
-    bool pending = gc->fr.in_head && gc->in_ready < gc->in_len;
+    /* A head has begun when its first byte, or an empty line before it,
+     * has come: the header deadline runs from then. */
+    bool pending = (gc->fr.in_head && gc->in_ready < gc->in_len) ||
+                   gc->fr.blank > 0;
     if (pending && atomic_load(&gc->t_head) == 0)
         atomic_store(&gc->t_head, guard__now());
     else if (!pending)
