@@ -36,13 +36,21 @@ typedef struct http__body {
     guard_conn *gc;
 } http__body;
 
-/* Takes bytes from the budget; false when they do not fit. */
-static bool http__reserve(server *srv, size_t bytes)
+/* Bodies up to this size may use the last sixteenth of the budget, which
+ * larger ones may not: clients holding large bodies (slowly, or many at
+ * once) cannot starve the small requests of everyone else. */
+#define HTTP__SMALL_BODY ((size_t)1 << 20)
+
+/* Takes bytes from the budget for a body that will then hold total
+ * reserved bytes; false when they do not fit. */
+static bool http__reserve(server *srv, size_t bytes, size_t total)
 {
+    size_t max = srv->cfg.max_buffered_bytes;
+    if (total > HTTP__SMALL_BODY)
+        max -= max / 16;
     size_t cur = atomic_load(&srv->buffered);
     do {
-        if (bytes > srv->cfg.max_buffered_bytes - cur ||
-            cur > srv->cfg.max_buffered_bytes)
+        if (cur > max || bytes > max - cur)
             return false;
     } while (!atomic_compare_exchange_weak(&srv->buffered, &cur, cur + bytes));
     return true;
@@ -53,7 +61,7 @@ enum MHD_Result http__body_admit(http_request *r, struct MHD_Connection *c,
 {
     server *srv = r->srv;
     if (declared > srv->cfg.max_buffered_bytes ||
-        !http__reserve(srv, (size_t)declared)) {
+        !http__reserve(srv, (size_t)declared, (size_t)declared)) {
         metrics_closed(srv->metrics, METRICS_CLOSED_BUDGET);
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
                            "over capacity: a body of %llu bytes does not fit "
@@ -129,7 +137,7 @@ void http__take_body(http_request *r, const char *data, size_t size)
         while (cap < r->body_len + size)
             cap = cap > max / 2 ? max : cap * 2;
         if (cap > r->reserved) {
-            if (!http__reserve(r->srv, cap - r->reserved)) {
+            if (!http__reserve(r->srv, cap - r->reserved, cap)) {
                 http__refuse_body(r, true);
                 return;
             }

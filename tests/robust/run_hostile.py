@@ -16,6 +16,10 @@ attnd started with the shipped Kubernetes settings (--max-in-flight 8):
             body budget plus the working memory; /metrics counts the
             cut-offs; then SIGTERM with all of them connected: exit 0
             within the shutdown bound.
+  budget    100 slow bodies declaring 8 MB each, more than the 256 MiB
+            body budget together: large uploads get 503 with Retry-After
+            before a byte is read, and small requests are still served (the
+            last sixteenth of the budget is kept for bodies up to 1 MiB).
   reader    a client that reads a 30 MB answer at 4 KB/s is cut off (its
             memory freed, its slot released); SIGTERM meanwhile exits
             within --shutdown-timeout.
@@ -336,6 +340,43 @@ def siege(binary, seconds, n_idle):
         s.close()
 
 
+# -- the body budget held by slow bodies -------------------------------------
+
+def budget(binary):
+    print("== budget: 100 slow bodies of 8 MB against a 256 MiB budget",
+          flush=True)
+    a = Attnd(binary, ["--quiet", "--threads", "2", "--max-buffered-bytes",
+                       str(256 << 20)])
+    port = a.port
+    stop = threading.Event()
+    slow = Trickler(port, ["127.0.0.%d" % i for i in range(80, 84)], 25,
+                    b"POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: "
+                    b"application/json\r\nContent-Length: 8000000\r\n\r\n",
+                    stop)
+    slow.start()
+    time.sleep(2.0)
+    held = metric(port, "attnd_buffered_bytes")
+    big = 20 * 1000 * 1000
+    st, head, _, _ = exchange(port, HONEST, b"POST /attend HTTP/1.1\r\nHost: "
+                              b"t\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n" % big, 10)
+    check(st == 503 and "retry-after" in head.lower(),
+          "a 20 MB upload gets 503 with Retry-After before its body (%d)" % st)
+    bad = []
+    for _ in range(10):
+        st, _, _, _ = exchange(port, HONEST, post_req("/attend", small_body()))
+        if st != 200:
+            bad.append(st)
+        time.sleep(0.1)
+    print("buffered bytes held by the slow bodies: %d MiB of 256" %
+          ((held or 0) // (1 << 20)))
+    check(not bad, "small requests served meanwhile (%s)" % bad)
+    stop.set()
+    slow.join(5)
+    rc = a.stop()
+    check(rc == 0, "exit 0 (%s)" % rc)
+
+
 # -- the slow reader -----------------------------------------------------------
 
 def reader(binary):
@@ -488,7 +529,7 @@ def main():
     ap.add_argument("--attnd", required=True)
     ap.add_argument("--seconds", type=float, default=16.0,
                     help="length of the siege's honest-client run")
-    ap.add_argument("--phases", default="siege,reader,framing,bomb")
+    ap.add_argument("--phases", default="siege,budget,reader,framing,bomb")
     args = ap.parse_args()
     hard = raise_nofile()
     # 3,000 idle connections, and room for the others and this process's
@@ -503,6 +544,7 @@ def main():
     t0 = time.monotonic()
     for phase in args.phases.split(","):
         {"siege": lambda: siege(args.attnd, args.seconds, n_idle),
+         "budget": lambda: budget(args.attnd),
          "reader": lambda: reader(args.attnd),
          "framing": lambda: framing(args.attnd),
          "bomb": lambda: bomb(args.attnd)}[phase]()
