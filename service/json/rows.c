@@ -223,14 +223,27 @@ CODEC__ROW512_TARGET static inline __m256 codec__row_f32x8(__m512i mant,
     const __m512i lowbits = _mm512_set1_epi64((INT64_C(1) << 29) - 1);
     const __m512i half = _mm512_set1_epi64(INT64_C(1) << 28);
     __m512i at = _mm512_sub_epi64(_mm512_set1_epi64(128), q);
-    __m512d d;
+    __m512d d, p;
     __m512i low;
     __mmask8 exact, on, near, range, beyond;
 
     beyond = _mm512_cmpgt_epu64_mask(at, _mm512_set1_epi64(255));
-    at = _mm512_min_epu64(at, _mm512_set1_epi64(255));
-    d = _mm512_div_pd(_mm512_cvtepu64_pd(mant),
-                      _mm512_i64gather_pd(at, codec__pow10_q, 8));
+    if (_mm512_cmplt_epu64_mask(_mm512_sub_epi64(at, _mm512_set1_epi64(128)),
+                                _mm512_set1_epi64(32)) == 0xFF) {
+        /* 10^0 .. 10^31, the decimals of plain numbers: from registers */
+        const __m512d *t = (const __m512d *)(const void *)(codec__pow10_q + 128);
+        __m512i i = _mm512_sub_epi64(at, _mm512_set1_epi64(128));
+        p = _mm512_mask_blend_pd(
+            _mm512_cmpge_epu64_mask(i, _mm512_set1_epi64(16)),
+            _mm512_permutex2var_pd(_mm512_loadu_pd(t), i,
+                                   _mm512_loadu_pd(t + 1)),
+            _mm512_permutex2var_pd(_mm512_loadu_pd(t + 2), i,
+                                   _mm512_loadu_pd(t + 3)));
+    } else {
+        at = _mm512_min_epu64(at, _mm512_set1_epi64(255));
+        p = _mm512_i64gather_pd(at, codec__pow10_q, 8);
+    }
+    d = _mm512_div_pd(_mm512_cvtepu64_pd(mant), p);
     low = _mm512_and_si512(_mm512_castpd_si512(d), lowbits);
     /* Clinger's exact case: only a midpoint itself is unsure */
     exact = _mm512_cmple_epu64_mask(mant, _mm512_set1_epi64(INT64_C(1) << 53)) &
@@ -330,17 +343,20 @@ CODEC__ROW512_TARGET static unsigned codec__row_block8(__m512i x,
             _mm512_cvtepi8_epi64(
                 _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, ev))),
             f);
-        bits = _mm256_castps_si256(_mm256_div_ps(
-            _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(mant)),
-            _mm512_castps512_ps256(_mm512_permutexvar_ps(
-                _mm512_castsi256_si512(
-                    _mm512_cvtepi64_epi32(_mm512_sub_epi64(
-                        _mm512_setzero_si512(), q))),
-                pow10))));
-        /* the lanes whose division was not exact: 10^q in a double */
+        /* the lanes whose division is not exact: 10^q in a double */
         big = n8 & (_mm512_cmpge_epu64_mask(mant, _mm512_set1_epi64(1 << 24)) |
                     _mm512_cmplt_epi64_mask(q, _mm512_set1_epi64(-10)) |
                     _mm512_cmpgt_epi64_mask(q, _mm512_setzero_si512()));
+        if (big != n8)
+            bits = _mm256_castps_si256(_mm256_div_ps(
+                _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(mant)),
+                _mm512_castps512_ps256(_mm512_permutexvar_ps(
+                    _mm512_castsi256_si512(
+                        _mm512_cvtepi64_epi32(_mm512_sub_epi64(
+                            _mm512_setzero_si512(), q))),
+                    pow10))));
+        else
+            bits = _mm256_setzero_si256();
         if (big) {
             __mmask8 far;
             __m256 dv = codec__row_f32x8(mant, q, &far);
@@ -357,6 +373,18 @@ CODEC__ROW512_TARGET static unsigned codec__row_block8(__m512i x,
             return g + (unsigned)__builtin_ctz(unsure);
     }
     return nnum;
+}
+
+/* Bit i set where the byte at i is JSON whitespace (' ', '\t', '\n',
+ * '\r'): one lookup of each byte's low four bits in a table that holds
+ * each of the four at its own place (bytes from 0x80 look up 0). */
+CODEC__ROW512_TARGET static inline uint64_t codec__row_blanks(__m512i v)
+{
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0,
+                      0));
+
+    return _mm512_cmpeq_epi8_mask(_mm512_shuffle_epi8(table, v), v);
 }
 
 /* The bytes up to and including the last separator of ends (nonzero). */
@@ -391,7 +419,9 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
         uint64_t pt = codec__eq64(v, '.'), mn = codec__eq64(v, '-');
         uint64_t cl = codec__eq64(v, ']');
         uint64_t ends = codec__eq64(v, ',') | cl;
-        uint64_t w, st, first, mdg, last, ie, bad = 0;
+        __m512i xd; /* the mantissas' digits, packed in order */
+        uint64_t w, other, zero, pends, odg, st, first, mdg, last, ie;
+        uint64_t bad = 0;
         size_t cap = room - k;
         unsigned nnum, got;
 
@@ -402,7 +432,29 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
         if (ends == 0)
             break; /* a number longer than the block */
         w = codec__row_upto(ends);
-        if ((w & ~(dg | pt | mn | ends)) == 0) {
+        other = w & ~(dg | pt | mn | ends);
+        zero = codec__eq64(v, '0');
+        pends = ends;
+        odg = dg & w;
+        if (other != 0 && any) {
+            uint64_t ws = codec__row_blanks(v) & w;
+            if ((other & ~ws) == 0 &&
+                (ws & ~(((ends | ws) << 1) | 1)) == 0) {
+                /* blanks only after separators (", ", and a newline and
+                 * indentation): without them the numbers are compact, and
+                 * the order of digits, numbers and separators is the
+                 * same */
+                uint64_t keep = w & ~ws;
+                dg = _pext_u64(dg, keep);
+                pt = _pext_u64(pt, keep);
+                mn = _pext_u64(mn, keep);
+                zero = _pext_u64(zero, keep);
+                pends = _pext_u64(ends, keep);
+                w = codec__row_upto(pends);
+                other = 0;
+            }
+        }
+        if (other == 0) {
             /* compact plain decimals, the benchmark's form: a number
              * starts after each separator and ends before the next */
             uint64_t dots, fr;
@@ -410,29 +462,31 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
             dg &= w;
             pt &= w;
             mn &= w;
-            st = ((ends << 1) | 1) & w;
+            st = ((pends << 1) | 1) & w;
             first = (st & ~mn) | ((st & mn) << 1);
-            dots = _pext_u64(pt, pt | ends); /* points in separator order */
+            dots = _pext_u64(pt, pt | pends); /* points in separator order */
             if ((mn & ~st) != 0 ||          /* a sign not first */
                 (first & ~dg) != 0 ||       /* no digit first (",,", ".5") */
                 ((pt << 1) & ~dg) != 0 ||   /* no digit after a point (one
                                                before it: the first-digit
                                                and two-point tests) */
                 (dots & (dots >> 1)) != 0 || /* two points in one number */
-                (first & codec__eq64(v, '0') & (dg >> 1)) != 0) /* "01" */
+                (first & zero & (dg >> 1)) != 0) /* "01" */
                 break;
             /* the digits after a point (ends - (pt << 1): each point's
              * next digit borrows from its number's end) */
-            fr = (ends - (pt << 1)) & dg;
+            fr = (pends - (pt << 1)) & dg;
             mdg = dg;
-            last = (ends >> 1) & dg;
-            ie = ((pt >> 1) | ((ends >> 1) & ~fr)) & dg;
+            last = (pends >> 1) & dg;
+            ie = ((pt >> 1) | ((pends >> 1) & ~fr)) & dg;
+            xd = _mm512_maskz_compress_epi8(odg, x);
         } else {
             /* blanks before numbers, exponents, or a fault */
             uint64_t pl = codec__eq64(v, '+');
-            uint64_t ex = codec__eq64(v, 'e') | codec__eq64(v, 'E');
-            uint64_t ws = codec__eq64(v, ' ') | codec__eq64(v, '\n') |
-                          codec__eq64(v, '\r') | codec__eq64(v, '\t');
+            uint64_t ex = _mm512_cmpeq_epi8_mask(
+                _mm512_or_si512(v, _mm512_set1_epi8(0x20)),
+                _mm512_set1_epi8('e')); /* 'e' or 'E' */
+            uint64_t ws = codec__row_blanks(v);
             uint64_t tok, fin, aft, items, seq, er, fr, edg;
 
             if (!any)
@@ -471,7 +525,7 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
                    ((ex << 1) & ~(dg | mn | pl)) | /* nor after an 'e' */
                    ((((ex << 1) & (mn | pl)) << 1) & ~dg) | /* nor its sign */
                    (pt & (fr | er)) | (ex & er) |  /* two points or 'e's */
-                   (first & codec__eq64(v, '0') & (dg >> 1)) | /* "01" */
+                   (first & zero & (dg >> 1)) | /* "01" */
                    (edg & (edg << 1) & (edg << 2)); /* 3 exponent digits:
                                                        the general reader's */
             if (bad) {
@@ -505,10 +559,10 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
             }
             last = ((aft | ex) >> 1) & mdg;
             ie = ((pt >> 1) | (((aft | ex) >> 1) & ~fr)) & mdg;
+            xd = _mm512_maskz_compress_epi8(mdg, x);
         }
         nnum = (unsigned)__builtin_popcountll(ends);
-        got = codec__row_block8(_mm512_maskz_compress_epi8(mdg, x),
-                                _pext_u64(last, mdg), _pext_u64(ie, mdg),
+        got = codec__row_block8(xd, _pext_u64(last, mdg), _pext_u64(ie, mdg),
                                 _pext_u64(mn, st), ev, nnum, out + k);
         if (got < nnum) { /* a number this loop leaves to the others */
             if (got > 0) /* the separator after the last number stored */
