@@ -6,6 +6,7 @@
  * the batch are expanded to [B][..]. Every buffer ends up owned by the
  * request (or held from the tensor store), so the fields can be freed. */
 #include "attend/parse.h"
+#include "json/text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -391,21 +392,6 @@ int codec__build(codec__fields *f, codec_request *req, codec_error *err)
     return 0;
 }
 
-/* Appends `"name":"ref"` to the growing JSON object at *json. */
-static int codec__refs_add(char **json, size_t *len, const char *name,
-                           const char *ref)
-{
-    size_t need = strlen(name) + strlen(ref) + 8;
-    char *t = realloc(*json, *len + need);
-
-    if (t == NULL)
-        return -1;
-    *json = t;
-    *len += (size_t)snprintf(t + *len, need, "%s\"%s\":\"%s\"",
-                             *len > 1 ? "," : "", name, ref);
-    return 0;
-}
-
 size_t codec__store_plan(codec__fields *f, codec__stored *plan)
 {
     const struct {
@@ -449,35 +435,31 @@ size_t codec__store_plan(codec__fields *f, codec__stored *plan)
 int codec__store_refs(codec__stored *plan, size_t n, codec_request *req,
                       const codec_refs *refs, codec_error *err)
 {
-    size_t i, len = 1;
-    char *json = malloc(2);
+    text_buf json = TEXT_BUF_INIT;
+    const char *sep = "";
+    char *s;
 
-    if (json == NULL)
-        goto oom;
-    json[0] = '{';
-    for (i = 0; i < n; i++) {
+    /* {"name":"ref",...}: the names are the request's field names */
+    text_puts(&json, "{");
+    for (size_t i = 0; i < n; i++) {
         codec__stored *t = &plan[i];
         if (t->ref[0] == '\0' &&
             (refs == NULL || refs->put(refs->ctx, t->data, t->count,
                                        t->shape, t->rank, t->ref) != 0))
             continue; /* no store, or it cannot keep this one */
-        if (codec__refs_add(&json, &len, t->name, t->ref) != 0)
-            goto oom;
+        text_puts(&json, sep);
+        text_json_string(&json, t->name, strlen(t->name));
+        text_puts(&json, ":");
+        text_json_string(&json, t->ref, strlen(t->ref));
+        sep = ",";
     }
-    {
-        char *t = realloc(json, len + 2);
-        if (t == NULL)
-            goto oom;
-        json = t;
-        json[len++] = '}';
-        json[len] = '\0';
+    text_puts(&json, "}");
+    if ((s = text_take(&json, NULL)) == NULL) {
+        codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
+                        "out of memory while storing the request's tensors");
+        return -1;
     }
     free(req->refs_json);
-    req->refs_json = json;
+    req->refs_json = s;
     return 0;
-oom:
-    free(json);
-    codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
-                    "out of memory while storing the request's tensors");
-    return -1;
 }

@@ -6,6 +6,7 @@
  * float32 (json/numbers.c). */
 #include "attend/fields.h"
 #include "attend/request.h"
+#include "json/text.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,6 +55,8 @@ struct codec_writer {
     size_t par_tasks;
     size_t par_next, par_done; /* chunks of the last batch: next to serve,
                                   formatted */
+    text_buf pending; /* text since the last array segment: it becomes one
+                         TEXT segment (codec__flush) */
     char *stage;     /* CODEC__STAGE bytes, or the tasks' output */
     size_t stage_len, stage_off;
     char stage_own[CODEC__STAGE];
@@ -74,38 +77,36 @@ static codec__seg *codec__push(codec_writer *w)
     return &w->seg[w->nseg++];
 }
 
-/* Appends a text segment made with printf; -1 when out of memory. */
+/* Appends printf-formatted text to the pending text; 0, or -1 once out of
+ * memory (the pending text is then failed, and freed with the writer). */
 static int codec__text(codec_writer *w, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static int codec__text(codec_writer *w, const char *fmt, ...)
 {
-    char first[512]; /* every segment but long token lists fits: one pass */
     va_list ap;
-    int n;
-    char *s;
-    codec__seg *g;
 
     va_start(ap, fmt);
-    n = vsnprintf(first, sizeof first, fmt, ap);
+    text_vprintf(&w->pending, fmt, ap);
     va_end(ap);
-    if (n < 0 || (s = malloc((size_t)n + 1)) == NULL)
+    return text_failed(&w->pending) ? -1 : 0;
+}
+
+/* Ends the pending text as one TEXT segment, which then owns it (nothing
+ * when there is none). 0, or -1 when out of memory. */
+static int codec__flush(codec_writer *w)
+{
+    codec__seg *g;
+    size_t len;
+
+    if (w->pending.len == 0 && !text_failed(&w->pending))
+        return 0;
+    if ((g = codec__push(w)) == NULL)
         return -1;
-    if ((size_t)n < sizeof first) {
-        memcpy(s, first, (size_t)n + 1);
-    } else {
-        va_start(ap, fmt);
-        vsnprintf(s, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    if ((g = codec__push(w)) == NULL) {
-        free(s);
-        return -1;
-    }
     g->kind = CODEC__SEG_TEXT;
-    g->text = s;
-    g->len = (size_t)n;
-    return 0;
+    g->text = text_take(&w->pending, &len);
+    g->len = len;
+    return g->text != NULL ? 0 : -1;
 }
 
 /* Appends the segments of one float array: nested arrays, or a tensor
@@ -120,16 +121,12 @@ static int codec__array(codec_writer *w, const float *v, const size_t *shape,
     for (i = 0; i < rank; i++)
         count *= shape[i];
     if (base64) {
-        char dims[128];
-        size_t n = 0;
+        codec__text(w, "{\"dtype\":\"float32\",\"shape\":[");
         for (i = 0; i < rank; i++)
-            n += (size_t)snprintf(dims + n, sizeof dims - n, "%s%zu",
-                                  i ? "," : "", shape[i]);
-        if (codec__text(w, "{\"dtype\":\"float32\",\"shape\":[%s],\"data\":\"",
-                        dims) != 0)
-            return -1;
+            codec__text(w, "%s%zu", i ? "," : "", shape[i]);
+        codec__text(w, "],\"data\":\"");
     }
-    if ((s = codec__push(w)) == NULL)
+    if (codec__flush(w) != 0 || (s = codec__push(w)) == NULL)
         return -1;
     s->kind = base64 ? CODEC__SEG_B64 : CODEC__SEG_JSON;
     s->len = count;
@@ -335,7 +332,8 @@ codec_writer *codec_writer_new(codec_request *req)
         w->exec = req->exec;
     }
     if ((req->n_layers == 0 ? codec__answer(w, req)
-                            : codec__layers_answer(w, req)) != 0) {
+                            : codec__layers_answer(w, req)) != 0 ||
+        codec__flush(w) != 0) {
         codec_writer_free(w);
         return NULL;
     }
@@ -543,6 +541,7 @@ void codec_writer_free(codec_writer *w)
     for (i = 0; i < w->nseg; i++)
         free(w->seg[i].text);
     free(w->seg);
+    text_free(&w->pending);
     free(w->par);
     free(w->par_len);
     codec_request_free(w->req);

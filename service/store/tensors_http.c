@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "json/json.h"
+#include "json/text.h"
 
 /* How the accepted shapes read in messages. */
 #define STORE_HTTP__SHAPE_DOC "a tensor of rank 1 to 4"
@@ -272,16 +273,15 @@ int store_http_post(store *s, const char *content_type, const char *shape_arg,
     }
 
     char dims[96];
+    text_buf out = TEXT_BUF_INIT;
     store_http__shape(dims, sizeof dims, t->shape, t->rank);
-    size_t cap = 160 + sizeof dims;
-    ans->body = malloc(cap);
+    text_printf(&out, "{\"ref\":\"%s\",\"shape\":%s,\"bytes\":%zu}", t->ref,
+                dims, t->count * sizeof(float));
+    ans->body = text_take(&out, &ans->len);
     if (!ans->body) {
         store_release(s, t);
         return store_http__oom(err);
     }
-    ans->len = (size_t)snprintf(ans->body, cap,
-                                "{\"ref\":\"%s\",\"shape\":%s,\"bytes\":%zu}",
-                                t->ref, dims, t->count * sizeof(float));
     ans->status = created ? 201 : 200;
     ans->content_type = "application/json";
     snprintf(ans->location, sizeof ans->location, "/tensors/%s", t->ref);
@@ -316,24 +316,18 @@ int store_http_get(store *s, const char *ref, size_t len,
     char dims[96];
     store_http__shape(dims, sizeof dims, t->shape, t->rank);
     size_t bytes = t->count * sizeof(float);
-    size_t b64 = (bytes + 2) / 3 * 4;
-    size_t cap = 64 + sizeof dims + b64;
-    char *out = malloc(cap);
-    if (!out) {
-        store_release(s, t);
-        return store_http__oom(err);
-    }
-    size_t n = (size_t)snprintf(out, cap,
-                                "{\"dtype\":\"float32\",\"shape\":%s,"
-                                "\"data\":\"",
-                                dims);
-    n += codec_base64_f32(t->data, bytes, 0, bytes, out + n);
-    memcpy(out + n, "\"}", 3);
-    n += 2;
+    text_buf out = TEXT_BUF_INIT;
+    text_printf(&out, "{\"dtype\":\"float32\",\"shape\":%s,\"data\":\"",
+                dims);
+    char *b64 = text_extend(&out, (bytes + 2) / 3 * 4);
+    if (b64)
+        codec_base64_f32(t->data, bytes, 0, bytes, b64);
+    text_puts(&out, "\"}");
     store_release(s, t);
+    ans->body = text_take(&out, &ans->len);
+    if (!ans->body)
+        return store_http__oom(err);
     ans->status = 200;
     ans->content_type = "application/json";
-    ans->body = out;
-    ans->len = n;
     return 0;
 }

@@ -1468,6 +1468,115 @@ START_TEST(test_codec_errors)
 }
 END_TEST
 
+/* The one JSON string escaper (json/text.h), case by case. */
+START_TEST(test_codec_text_json_string)
+{
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *out;
+    } cases[] = {
+        {"plain", 5, "\"plain\""},
+        {"", 0, "\"\""},
+        {"a\"b\\c/", 6, "\"a\\\"b\\\\c/\""},
+        {"\b\f\n\r\t", 5, "\"\\b\\f\\n\\r\\t\""},
+        {"\x01\x1f\x7f", 3, "\"\\u0001\\u001F\x7f\""},
+        {"a\0b", 3, "\"a\\u0000b\""},
+        /* well-formed UTF-8 as it is: 2, 3 and 4 bytes, the last code
+         * point before the surrogates and U+10FFFF */
+        {"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xed\x9f\xbf\xf4\x8f\xbf\xbf",
+         16,
+         "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xed\x9f\xbf\xf4\x8f\xbf\xbf\""},
+        /* ill-formed: each byte as U+00XX */
+        {"\xc3", 1, "\"\\u00C3\""},
+        {"\xc0\xaf", 2, "\"\\u00C0\\u00AF\""},         /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\"\\u00ED\\u00A0\\u0080\""}, /* a surrogate */
+        {"\xf4\x90\x80\x80", 4,
+         "\"\\u00F4\\u0090\\u0080\\u0080\""},          /* past U+10FFFF */
+        {"\xe2\x82x", 3, "\"\\u00E2\\u0082x\""},       /* cut short */
+        {"\xff", 1, "\"\\u00FF\""},
+    };
+    unsigned seed = 7;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        text_buf t = TEXT_BUF_INIT;
+        size_t len;
+        char *got;
+        json_t *back;
+
+        text_json_string(&t, cases[i].in, cases[i].len);
+        got = text_take(&t, &len);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_str_eq(got, cases[i].out);
+        ck_assert_uint_eq(len, strlen(cases[i].out));
+        back = json_loads(got, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        ck_assert_msg(back != NULL, "case %zu is not valid JSON", i);
+        json_decref(back);
+        free(got);
+    }
+    /* on every string jansson accepts (well-formed UTF-8) the escaper
+     * writes exactly what jansson writes, so answers did not change */
+    for (int it = 0; it < 20000; it++) {
+        char in[24];
+        size_t len = (size_t)(rand_r(&seed) % 24);
+        json_t *j;
+
+        for (size_t k = 0; k < len; k++) {
+            int r = rand_r(&seed) % 10;
+            in[k] = r < 6   ? (char)(0x20 + rand_r(&seed) % 0x60)
+                    : r < 8 ? (char)(rand_r(&seed) % 0x20)
+                            : (char)(0x80 + rand_r(&seed) % 0x80);
+        }
+        if (len >= 2 && it % 2) {
+            in[0] = '\xc3';
+            in[1] = '\xa9';
+        }
+        j = json_stringn(in, len);
+        if (j != NULL) {
+            char *want = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+            text_buf t = TEXT_BUF_INIT;
+            char *got;
+            text_json_string(&t, in, len);
+            got = text_take(&t, NULL);
+            ck_assert_str_eq(got, want);
+            free(got);
+            free(want);
+            json_decref(j);
+        }
+    }
+}
+END_TEST
+
+/* The buffer grows past its first allocation, keeps NUL bytes, hands its
+ * text over and is empty afterwards. */
+START_TEST(test_codec_text_grow_take)
+{
+    text_buf t = TEXT_BUF_INIT;
+    size_t len;
+    char *s, *at;
+
+    s = text_take(&t, &len);
+    ck_assert_str_eq(s, "");
+    ck_assert_uint_eq(len, 0);
+    free(s);
+    for (int i = 0; i < 1000; i++)
+        text_printf(&t, "%s%d", i ? "," : "[", i);
+    text_append(&t, "]\0x", 3);
+    at = text_extend(&t, 4);
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "tail", 4);
+    ck_assert(!text_failed(&t));
+    s = text_take(&t, &len);
+    ck_assert_uint_eq(len, 3890 + 3 + 4);
+    ck_assert_int_eq(memcmp(s, "[0,1,2,", 7), 0);
+    ck_assert_int_eq(memcmp(s + 3890, "]\0xtail", 8), 0);
+    ck_assert_ptr_null(t.data);
+    ck_assert_uint_eq(t.len, 0);
+    free(s);
+    text_free(&t); /* an empty buffer */
+}
+END_TEST
+
 START_TEST(test_codec_deep_nesting)
 {
     /* 100000 nested arrays in an ignored field: refused as invalid_json at
@@ -2366,6 +2475,28 @@ void *__wrap_realloc(void *p, size_t size)
  * freed here): every failure is 503 unavailable and frees everything, and
  * the run that no failure touched gives the same body. At least `least`
  * allocations happen. */
+/* A failed allocation leaves the text buffer failed: later appends do
+ * nothing, text_take frees and returns NULL, nothing leaks. */
+START_TEST(test_codec_text_sticky_failure)
+{
+    text_buf t = TEXT_BUF_INIT;
+
+    text_puts(&t, "{");
+    alloc_seen = 0;
+    alloc_fail_at = 0; /* the next growth fails */
+    for (int i = 0; i < 100; i++)
+        text_printf(&t, "\"key%d\":%d,", i, i);
+    alloc_fail_at = -1;
+    ck_assert(text_failed(&t));
+    text_puts(&t, "}"); /* room again, but the buffer stays failed */
+    ck_assert(text_failed(&t));
+    ck_assert_ptr_null(text_extend(&t, 1));
+    ck_assert_ptr_null(text_take(&t, NULL));
+    ck_assert_ptr_null(t.data);
+    ck_assert(!text_failed(&t)); /* empty again, usable */
+}
+END_TEST
+
 static void alloc_failure_run(char *json, long least)
 {
     char *reference = NULL;
@@ -2543,6 +2674,8 @@ Suite *codec_suite(void)
     tcase_add_loop_test(tc, test_codec_errors, 0,
                         (int)(sizeof err_cases / sizeof err_cases[0]));
     tcase_add_test(tc, test_codec_error_body);
+    tcase_add_test(tc, test_codec_text_json_string);
+    tcase_add_test(tc, test_codec_text_grow_take);
     tcase_add_test(tc, test_codec_deep_nesting);
     tcase_add_test(tc, test_codec_json_suite);
     tcase_add_test(tc, test_codec_error_fixtures);
@@ -2562,6 +2695,7 @@ Suite *codec_suite(void)
     tc = tcase_create("alloc");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_codec_alloc_failure);
+    tcase_add_test(tc, test_codec_text_sticky_failure);
     tcase_add_test(tc, test_codec_alloc_failure_v2);
     tcase_add_test(tc, test_codec_alloc_parallel_buffers);
     suite_add_tcase(s, tc);
