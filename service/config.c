@@ -412,24 +412,48 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
     return CONFIG_RUN;
 }
 
-/* ceil(quota / period) from a cgroup file pair; 0 when there is no quota. */
-static size_t config__cgroup_cpus(void)
+/* root/name, opened for reading; NULL when absent. */
+static FILE *config__open_at(const char *root, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    return fopen(path, "r");
+}
+
+/* The first number in root/name, or 0 when it cannot be read ("max"
+ * too). */
+static unsigned long long config__read_ull(const char *root,
+                                           const char *name)
+{
+    unsigned long long v = 0;
+    FILE *f = config__open_at(root, name);
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+size_t config_cgroup_cpus(const char *root)
 {
     long long quota = -1, period = 0;
-    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    FILE *f = config__open_at(root, "cpu.max");
     if (f) {
+        /* v2: "max 100000" or "<quota> <period>" */
         char q[32];
         if (fscanf(f, "%31s %lld", q, &period) == 2 && strcmp(q, "max"))
             quota = strtoll(q, NULL, 10);
         fclose(f);
     } else {
-        f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r");
+        /* v1: cpu.cfs_quota_us is -1 without a quota */
+        f = config__open_at(root, "cpu/cpu.cfs_quota_us");
         if (f) {
             if (fscanf(f, "%lld", &quota) != 1)
                 quota = -1;
             fclose(f);
         }
-        f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r");
+        f = config__open_at(root, "cpu/cpu.cfs_period_us");
         if (f) {
             if (fscanf(f, "%lld", &period) != 1)
                 period = 0;
@@ -441,29 +465,26 @@ static size_t config__cgroup_cpus(void)
     return (size_t)((quota + period - 1) / period);
 }
 
+unsigned long long config_cgroup_memory(const char *root)
+{
+    /* v2 memory.max ("max": no limit), else v1 memory.limit_in_bytes,
+     * which reports "no limit" as a huge number the callers' min ignores */
+    unsigned long long lim = config__read_ull(root, "memory.max");
+    if (!lim)
+        lim = config__read_ull(root, "memory/memory.limit_in_bytes");
+    return lim;
+}
+
 size_t config_usable_cores(void)
 {
     size_t n = 1;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
         n = (size_t)CPU_COUNT(&set);
-    size_t quota = config__cgroup_cpus();
+    size_t quota = config_cgroup_cpus("/sys/fs/cgroup");
     if (quota && quota < n)
         n = quota;
     return n ? n : 1;
-}
-
-/* The first number in a file, or 0 when it cannot be read ("max" too). */
-static unsigned long long config__read_ull(const char *path)
-{
-    unsigned long long v = 0;
-    FILE *f = fopen(path, "r");
-    if (f) {
-        if (fscanf(f, "%llu", &v) != 1)
-            v = 0;
-        fclose(f);
-    }
-    return v;
 }
 
 size_t config_memory_bytes(void)
@@ -473,10 +494,7 @@ size_t config_memory_bytes(void)
                                  ? (unsigned long long)pages *
                                        (unsigned long long)page
                                  : 1ULL << 30;
-    /* v1 reports "no limit" as a huge number, which the min ignores. */
-    unsigned long long lim = config__read_ull("/sys/fs/cgroup/memory.max");
-    if (!lim)
-        lim = config__read_ull("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    unsigned long long lim = config_cgroup_memory("/sys/fs/cgroup");
     if (lim && lim < mem)
         mem = lim;
     /* An address-space limit (ulimit -v, prlimit) bounds it too. */

@@ -61,6 +61,17 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
  * cpu.max, v1 cfs quota) rounded up; at least 1. */
 size_t config_usable_cores(void);
 
+/* The cgroup CPU quota in whole cores, rounded up, read under root (the
+ * cgroup mount, "/sys/fs/cgroup"; tests pass fixture folders): v2's
+ * cpu.max, else v1's cpu/cpu.cfs_quota_us over cpu/cpu.cfs_period_us.
+ * 0 when there is no quota or the files cannot be read. */
+size_t config_cgroup_cpus(const char *root);
+
+/* The cgroup memory limit in bytes read under root: v2's memory.max, else
+ * v1's memory/memory.limit_in_bytes; 0 when there is none ("max") or the
+ * files cannot be read. */
+unsigned long long config_cgroup_memory(const char *root);
+
 /* Bytes of memory the process may use: the smallest of physical memory,
  * the cgroup memory limit (v2 memory.max, v1 memory.limit_in_bytes) and
  * the address-space limit (RLIMIT_AS), those that are set. */

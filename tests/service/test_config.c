@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test_service.h"
 
@@ -189,11 +190,41 @@ START_TEST(test_config_connection_limits_and_auto_sizes)
 }
 END_TEST
 
-START_TEST(test_config_usable_cores_positive)
+#ifndef CONFIG_FIXTURES
+#define CONFIG_FIXTURES "tests/fixtures/cgroup"
+#endif
+
+/* The CPU quota and memory limit as the cgroup files of each version
+ * state them (tests/fixtures/cgroup/<case>/, copied from real mounts). */
+START_TEST(test_config_cgroup_files)
 {
-    size_t n = config_usable_cores();
-    ck_assert_uint_ge(n, 1);
-    ck_assert_uint_le(n, 4096);
+    static const struct {
+        const char *dir;
+        size_t cpus;
+        unsigned long long mem;
+    } cases[] = {
+        {"v2-quota", 2, 2147483648ULL},     /* cpu.max 150000 100000 */
+        {"v2-max", 0, 0},                    /* cpu.max max 100000 */
+        {"v2-exact", 4, 536870912ULL},       /* 400000 100000 */
+        {"v1-quota", 3, 1073741824ULL},      /* 250000 / 100000 */
+        {"v1-none", 0, 9223372036854771712ULL}, /* quota -1, no limit */
+        {"empty", 0, 0},                     /* no cgroup files at all */
+        {"garbage", 0, 0},                   /* unreadable values */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char root[256];
+        snprintf(root, sizeof root, "%s/%s", CONFIG_FIXTURES, cases[i].dir);
+        ck_assert_msg(config_cgroup_cpus(root) == cases[i].cpus,
+                      "%s: %zu cpus, expected %zu", cases[i].dir,
+                      config_cgroup_cpus(root), cases[i].cpus);
+        ck_assert_msg(config_cgroup_memory(root) == cases[i].mem,
+                      "%s: memory %llu, expected %llu", cases[i].dir,
+                      config_cgroup_memory(root), cases[i].mem);
+    }
+    /* the machine's own: at least one, never more than are online */
+    ck_assert_uint_ge(config_usable_cores(), 1);
+    ck_assert_uint_le(config_usable_cores(),
+                      (size_t)sysconf(_SC_NPROCESSORS_ONLN));
 }
 END_TEST
 
@@ -205,7 +236,7 @@ Suite *config_suite(void)
     tcase_add_test(t, test_config_flags_and_env);
     tcase_add_test(t, test_config_bad_values_refused);
     tcase_add_test(t, test_config_help_lists_every_option);
-    tcase_add_test(t, test_config_usable_cores_positive);
+    tcase_add_test(t, test_config_cgroup_files);
     tcase_add_test(t, test_config_connection_limits_and_auto_sizes);
     suite_add_tcase(s, t);
     return s;
