@@ -11,7 +11,8 @@
  * ends.
  *
  * Compute: a request takes one of --max-in-flight slots only once its body
- * is complete, so slow uploads never hold a slot. Its connection is then
+ * is complete, so slow uploads never hold a slot; bodies over 1 MiB leave
+ * an eighth of the slots to smaller ones. Its connection is then
  * suspended and a thread of its own parses it, runs it on the compute pool
  * and builds the response writer, then resumes the connection; the
  * libmicrohttpd threads never block on compute. The slot is held until the
@@ -361,8 +362,15 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
                            "shutting down: not accepting new work");
     }
+    /* Large bodies (their parsing alone takes a while) leave an eighth of
+     * the slots, at least one, to small requests, as they leave part of
+     * the body budget: a crowd of large uploads cannot lock out the small
+     * requests of everyone else. */
+    size_t slots = srv->cfg.limits.max_in_flight;
+    if (r->body_len > HTTP__SMALL_BODY && slots > 1)
+        slots -= slots / 8 ? slots / 8 : 1;
     size_t prev = atomic_fetch_add(&srv->attend_in_flight, 1);
-    if (prev >= srv->cfg.limits.max_in_flight) {
+    if (prev >= slots) {
         atomic_fetch_sub(&srv->attend_in_flight, 1);
         http__drop_body(r);
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
