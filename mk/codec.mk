@@ -43,6 +43,18 @@ $(BUILD)/obj/tests/service/test_codec_main.o: tests/service/test_codec.c
 	$(CC) $(CFLAGS_ALL) $(CODEC_CHECK_CFLAGS) -DCODEC_TEST_STANDALONE \
 	  -DCODEC_FIXTURES='"tests/fixtures/codec"' -c $< -o $@
 
+# tests/service/test_reader_forms.c: every form of number read to the same
+# float32 values. Its suite runs in the service runner too.
+$(BUILD)/obj/tests/service/test_reader_forms_main.o: tests/service/test_reader_forms.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(CODEC_CHECK_CFLAGS) -DREADER_FORMS_STANDALONE \
+	  -c $< -o $@
+
+$(BUILD)/test_reader_forms: $(BUILD)/obj/tests/service/test_reader_forms_main.o \
+                            $(CODEC_OBJS) $(BUILD)/libattn.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS) \
+	  $(CODEC_CHECK_LIBS)
+
 # The allocation-failure test interposes the allocator of the codec's objects.
 CODEC_WRAP = -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc
 
@@ -75,12 +87,16 @@ $(BUILD)/shortest_all: $(BUILD)/obj/tests/exhaustive/shortest_all.o \
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS)
 
 .PHONY: test-codec test-codec-alloc test-codec-alloc-asan bench-codec \
-        test-shortest-all
+        test-shortest-all test-reader-forms
 TEST_TARGETS += test-codec-alloc test-codec-alloc-asan test-shortest-all
 
 # Every codec case (the service runner runs them too, in test-service).
 test-codec: $(BUILD)/test_codec
 	$(BUILD)/test_codec
+
+# The reader on every form of number (the service runner runs it too).
+test-reader-forms: $(BUILD)/test_reader_forms
+	$(BUILD)/test_reader_forms
 
 # Only what the service runner cannot run: allocation failure in turn, and
 # its ASan+UBSan twin whose LeakSanitizer proves the failure paths free all

@@ -9,6 +9,7 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     SRunner *sr = srunner_create(codec_suite());
+    srunner_add_suite(sr, reader_forms_suite());
     srunner_add_suite(sr, config_suite());
     srunner_add_suite(sr, pool_suite());
     srunner_add_suite(sr, metrics_suite());

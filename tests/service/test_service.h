@@ -12,6 +12,7 @@
 #include "http/server.h"
 
 Suite *codec_suite(void); /* tests/service/test_codec.c */
+Suite *reader_forms_suite(void); /* tests/service/test_reader_forms.c */
 Suite *config_suite(void);
 Suite *pool_suite(void);
 Suite *metrics_suite(void);
