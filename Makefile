@@ -46,7 +46,32 @@ DEPS_EXTRA :=
 
 .DEFAULT_GOAL := all
 
-include $(sort $(wildcard mk/*.mk))
+# The fragments, in an order that lets every rule name its prerequisites
+# directly: make expands a rule's prerequisites as it reads the rule, so a
+# fragment comes after the fragments whose variables its rules use, and
+# after those that append to a list it reads.
+#   lib, tests-lib  libattn (BLAS_CFLAGS, BLAS_LIBS) and its suites
+#   bench           BENCH_DEB_PACKAGES, which codec.mk appends to
+#   codec           the reader's C++ shim in SERVICE_EXTRA_OBJS; CODEC_OBJS
+#   store           STORE_OBJS, STORE_LIBS
+#   service         SERVICE_OBJS (the store's included), SERVICE_LIBS,
+#                   SERVICE_MAIN_OBJ, ASSETS_OBJ, its ASSET_FILES
+#   web             ASSETS_OBJ made from web/ and every ASSET_FILES entry
+#   robust          fuzz harnesses linking the service's objects
+#   the rest        use no other fragment's variables in their rules
+include mk/lib.mk
+include mk/tests-lib.mk
+include mk/bench.mk
+include mk/codec.mk
+include mk/store.mk
+include mk/service.mk
+include mk/web.mk
+include mk/robust.mk
+include mk/deploy.mk mk/docs.mk mk/families.mk mk/python.mk mk/v1.mk
+MK_UNLISTED := $(filter-out $(MAKEFILE_LIST),$(wildcard mk/*.mk))
+ifneq ($(MK_UNLISTED),)
+  $(error $(MK_UNLISTED): not in the Makefile's list of fragments)
+endif
 
 # -- objects ------------------------------------------------------------------
 

@@ -11,14 +11,15 @@
 #   make test-service-tsan       the pool, metrics, store and v2 suites
 #                                built with ThreadSanitizer (build/tsan)
 #
-# Other fragments may append to SERVICE_LIBS (extra link flags, e.g.
-# -lstdc++) and SERVICE_EXTRA_OBJS (objects built from non-C sources).
+# Read after mk/codec.mk, which adds SERVICE_EXTRA_OBJS (objects built
+# from non-C sources), and mk/store.mk (STORE_OBJS, STORE_LIBS); before
+# mk/web.mk, which makes ASSETS_OBJ from ASSET_FILES.
 
 SERVICE_DIRS := service service/http service/json service/attend
 SERVICE_SRCS := $(foreach d,$(SERVICE_DIRS),$(wildcard $(d)/*.c))
-SERVICE_OBJS := $(SERVICE_SRCS:%.c=$(BUILD)/obj/%.o)
+SERVICE_OBJS := $(SERVICE_SRCS:%.c=$(BUILD)/obj/%.o) $(STORE_OBJS)
 SERVICE_MAIN_OBJ := $(BUILD)/obj/service/main.o
-SERVICE_LIBS +=
+SERVICE_LIBS += $(STORE_LIBS)
 SERVICE_EXTRA_OBJS +=
 SERVICE_PKGS := libmicrohttpd jansson
 SERVICE_PKG_CFLAGS = $(shell pkg-config --cflags $(SERVICE_PKGS))
@@ -29,22 +30,21 @@ CFLAGS_tests/service += $(SERVICE_PKG_CFLAGS) $(shell pkg-config --cflags check 
 SERVICE_TEST_SRCS := $(wildcard tests/service/*.c)
 SERVICE_TEST_OBJS := $(SERVICE_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 
+# The dashboard and the documents served beside it, embedded by mk/web.mk.
+ASSETS_OBJ := $(BUILD)/obj/gen/assets.o
 ASSET_FILES += /openapi.json=service/attend/openapi.json:application/json
 DEB_TEST_PACKAGES += libcurl4-openssl-dev
 ALL_TARGETS += $(BUILD)/attnd
 TEST_TARGETS += test-service test-service-asan test-service-tsan
 
-# Second expansion: ASSETS_OBJ is defined by mk/web.mk, read after this file.
-.SECONDEXPANSION:
-
-$(BUILD)/attnd: $(SERVICE_OBJS) $$(SERVICE_EXTRA_OBJS) $$(ASSETS_OBJ) \
+$(BUILD)/attnd: $(SERVICE_OBJS) $(SERVICE_EXTRA_OBJS) $(ASSETS_OBJ) \
                 $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(SERVICE_LIBS) \
 	  $(SERVICE_PKG_LIBS) $(BLAS_LIBS) -lm -lpthread
 
 $(BUILD)/tests/test_service: $(SERVICE_TEST_OBJS) \
     $(filter-out $(SERVICE_MAIN_OBJ),$(SERVICE_OBJS)) \
-    $$(SERVICE_EXTRA_OBJS) $$(ASSETS_OBJ) $(BUILD)/libattn.a
+    $(SERVICE_EXTRA_OBJS) $(ASSETS_OBJ) $(BUILD)/libattn.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(SERVICE_LIBS) \
 	  $(SERVICE_PKG_LIBS) $(shell pkg-config --libs check libcurl) \

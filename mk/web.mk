@@ -1,21 +1,21 @@
 # mk/web.mk: the dashboard. Every file under web/ and every ASSET_FILES entry
 # is embedded into $(BUILD)/gen/assets.c by tools/embed.c; the service links
-# ASSETS_OBJ. Browser test: headless Debian chromium via playwright-core.
+# ASSETS_OBJ (named in mk/service.mk). Browser test: headless Debian
+# chromium via playwright-core.
 #
 # ASSET_FILES: space-separated `urlpath=file[:content-type]` entries added by
-# other fragments, e.g. /openapi.json=service/attend/openapi.json:application/json.
+# the fragments read before this one (the Makefile's order), e.g.
+# /openapi.json=service/attend/openapi.json:application/json.
 # web/index.html is served at `/`, any other web/<path> at `/<path>`; the
 # content type of web files is guessed from the extension by embed.
 
 ASSET_FILES ?=
-ASSETS_OBJ := $(BUILD)/obj/gen/assets.o
 EMBED := $(BUILD)/tools/embed
 
 WEB_FILES := $(shell find web -type f ! -name '.*' ! -name '*~' 2>/dev/null | LC_ALL=C sort)
 web_url = $(if $(filter web/index.html,$(1)),/,$(patsubst web/%,/%,$(1)))
 WEB_ENTRIES := $(foreach f,$(WEB_FILES),$(call web_url,$(f))=$(f))
 
-# Deferred: fragments read after this one may still append to ASSET_FILES.
 web_asset_entries = $(WEB_ENTRIES) $(ASSET_FILES)
 web_asset_srcs = $(WEB_FILES) $(foreach e,$(ASSET_FILES),\
   $(firstword $(subst :, ,$(word 2,$(subst =, ,$(e))))))
@@ -43,9 +43,7 @@ $(BUILD)/gen/assets.list: web-force
 	@printf '%s\n' $(web_quoted_entries) > $@.new; \
 	  if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
 
-# Second expansion so ASSET_FILES appended by later fragments are prerequisites.
-.SECONDEXPANSION:
-$(BUILD)/gen/assets.c: $(EMBED) $(BUILD)/gen/assets.list $$(web_asset_srcs)
+$(BUILD)/gen/assets.c: $(EMBED) $(BUILD)/gen/assets.list $(web_asset_srcs)
 	@mkdir -p $(@D)
 	$(EMBED) $@ $(web_quoted_entries)
 
