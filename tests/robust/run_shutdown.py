@@ -25,7 +25,8 @@ received ending 200 or 503, none closed or timed out mid-way, and as many
 200 lines as the clients counted `ok`. attnd must exit 0.
 
 Last, attnd must also exit 0 after SIGTERM while a client keeps trickling
-a request body (--body-timeout cuts it).
+a request body (the drain closes it at once with 503; --body-timeout would
+cut it otherwise).
 """
 import argparse
 import json
@@ -190,9 +191,10 @@ def client(port, data, stop_at, sigterm_at, tally):
 
 def trickling_upload_round(args, failures):
     """attnd must exit 0 after SIGTERM while a client still trickles a
-    request body one byte a second (forever): --body-timeout cuts the upload,
-    so it cannot hold the drain. Liveness, not speed: the cap is 60 s for a
-    body timeout of 3 s."""
+    request body one byte a second (forever): the drain closes an upload
+    that has not reached compute (with 503), and --body-timeout would cut
+    it otherwise, so it cannot hold the drain. Liveness, not speed: the cap
+    is 60 s."""
     srv = attnd_proc.Attnd(args.attnd, ["--quiet", "--body-timeout", "3"])
     sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
     sock.sendall(b"POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: "
