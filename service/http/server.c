@@ -17,8 +17,8 @@
  * is consumed (on the first call for a request with a body, on the second
  * for one without, which keeps its connection alive) or after the whole
  * body has been read: libmicrohttpd 0.9.75 mishandles a response queued
- * mid-upload, so an oversized chunked body is drained and discarded, and
- * 413 follows the upload. */
+ * mid-upload, so a chunked body that grows over a limit is answered by
+ * guard.c instead, raw, and its connection closed (attend.c). */
 #include "http/server.h"
 #include "http/internal.h"
 
@@ -394,12 +394,12 @@ static enum MHD_Result http__access(void *cls, struct MHD_Connection *c,
         return MHD_YES;
     }
     if (*upload_data_size) {
-        /* A client trickling its body stays under the inactivity timeout;
-         * the whole body gets a deadline. No answer can be queued
-         * mid-upload (see the banner), so the connection is closed. */
+        /* A body's deadlines are guard.c's (it answers 408). On a
+         * connection it does not track, the whole body still gets one, and
+         * since no answer can be queued mid-upload (see the banner) the
+         * connection is closed. */
         if (!r->gc && http__since(&r->t0) > (double)srv->cfg.body_timeout_s)
-            return MHD_NO; /* guard.c, when it tracks the connection, answers
-                              408 instead */
+            return MHD_NO;
         http__take_body(r, upload_data, *upload_data_size);
         if (r->discard && r->bytes_in / HTTP__DRAIN_FACTOR >
                               srv->cfg.limits.max_body_bytes)
