@@ -1,8 +1,9 @@
 /* json.h: the JSON reader and the numeric-array parser the request codec
  * is built on: a cursor over the body (reader.c), plain numbers and runs of
  * them (rows.c, numbers.c), nested arrays and base64 tensor objects into
- * owned float or boolean buffers (tensor.c). Knows nothing of attention:
- * errors are reported through the codec_error of errors.h. */
+ * owned float or boolean buffers (tensor.c, tensor_object.c). Knows
+ * nothing of attention: errors are reported through the codec_error of
+ * errors.h. */
 #ifndef ATTND_JSON_H
 #define ATTND_JSON_H
 
@@ -319,7 +320,7 @@ int codec_json_literal(codec_reader *r, const char *lit, codec_error *err);
  * ("a string", "an object", "a number", ...). */
 const char *codec_json_kind(const codec_reader *r);
 
-/* -- numeric arrays and tensors (tensor.c) ---------------------------- */
+/* -- numeric arrays and tensors (tensor.c, tensor_object.c) ---------- */
 
 /* An owned row-major array with its shape, as parsed from one field. */
 typedef struct codec_array {
