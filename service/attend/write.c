@@ -139,7 +139,7 @@ static int codec__array(codec_writer *w, const float *v, const size_t *shape,
     return 0;
 }
 
-/* The head figures of batch element e as JSON members. */
+/* One head's figures as a JSON object, after a comma unless first. */
 static int codec__head(codec_writer *w, const attn_head_stats *st, int first)
 {
     char v[7][CODEC_NUM_BUF];

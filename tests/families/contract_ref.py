@@ -1,5 +1,5 @@
 """contract_ref.py: the /attend contract's rules (v1 and v2's score rules),
-read from ../shared/attend-api.md and written out in NumPy float64, for
+as docs/api.md states them, written out in NumPy float64, for
 checking the fixtures, not the service.
 
 gen_families.py runs every fixture's request, read back from the written

@@ -6,10 +6,10 @@
  * the end -> free, the limits of fuzz_codec.c) first runs with no failure,
  * counting the allocations K; then it runs K more times, the i-th run
  * failing the i-th allocation. The link wraps malloc, calloc and realloc
- * (-Wl,--wrap) for attnd's codec and library objects; with
- * FUZZ_ALLOC_NO_JANSSON unset, jansson's allocator fails in turn as well (see
- * fuzz_alloc__jansson). Each failing run must end
- * cleanly: no crash or sanitizer report, nothing leaked (LeakSanitizer,
+ * (-Wl,--wrap) for attnd's codec and library objects, which make every
+ * allocation of the path (the codec writes its error bodies with its own
+ * text buffer, json/text.h, and calls no jansson). Each failing run must
+ * end cleanly: no crash or sanitizer report, nothing leaked (LeakSanitizer,
  * libFuzzer's -detect_leaks), and when the failure made the request fail,
  * the error is 503 `unavailable` (out of memory is transient), never a
  * request error blaming the client or a 500. */
@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <jansson.h>
 
 #include "attn.h"
 #include "attend/codec.h"
@@ -69,18 +67,6 @@ void *__wrap_realloc(void *p, size_t size)
     return fuzz_alloc__should_fail() ? NULL : __real_realloc(p, size);
 }
 
-/* jansson's allocations (set through json_set_alloc_funcs) fail in turn
- * too, unless FUZZ_ALLOC_NO_JANSSON is set. (The codec once parsed labels
- * with json_loadb, where Debian's jansson 2.14 writes out of bounds when an
- * allocation fails, akheron/jansson#362; it now reads them itself and uses
- * jansson only to write error bodies.) */
-static int fuzz_alloc__jansson;
-
-static void *fuzz_alloc__json_malloc(size_t size)
-{
-    return fuzz_alloc__jansson ? __wrap_malloc(size) : __real_malloc(size);
-}
-
 static limits_config fuzz_alloc__limits;
 static int fuzz_alloc__verbose; /* FUZZ_ALLOC_VERBOSE set: a line per input */
 
@@ -123,9 +109,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     attn_blas_set_threads(1);
-    json_set_alloc_funcs(fuzz_alloc__json_malloc, free);
     fuzz_alloc__verbose = getenv("FUZZ_ALLOC_VERBOSE") != NULL;
-    fuzz_alloc__jansson = getenv("FUZZ_ALLOC_NO_JANSSON") == NULL;
     limits_defaults(&fuzz_alloc__limits);
     fuzz_alloc__limits.max_body_bytes = (size_t)1 << 20;
     fuzz_alloc__limits.max_dim = 64;
