@@ -37,7 +37,6 @@ FROM debian:bookworm-slim AS runtime
 # user so Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        libjansson4 \
         libmicrohttpd12 \
         libopenblas0-pthread \
         libssl3 \
