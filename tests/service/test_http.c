@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "attn.h"
+#include "http/framing.h"
 #include "metrics.h"
 #include "test_service.h"
 
@@ -1087,6 +1088,84 @@ START_TEST(test_http_header_timeout_408)
 }
 END_TEST
 
+/* -- framing (framing.c, no sockets) --------------------------------------- */
+
+/* Feeds stream[0..len) to a fresh framing n bytes at a time, as a reader
+ * would: what is classified is consumed, the rest presented again with the
+ * next bytes. Returns the error status (0: none) and the bytes classified. */
+static int frame_in_steps(const char *stream, size_t len, size_t n,
+                          size_t *classified)
+{
+    framing f;
+    memset(&f, 0, sizeof f);
+    framing_error err;
+    memset(&err, 0, sizeof err);
+    size_t done = 0, have = 0;
+    while (have < len && !err.status) {
+        have = have + n < len ? have + n : len;
+        done += framing_scan(&f, stream + done, have - done, &err);
+    }
+    *classified = done;
+    return err.status;
+}
+
+START_TEST(test_http_framing_any_split)
+{
+    /* Two pipelined requests, the first chunked with an extension and a
+     * trailer, the second with a Content-Length body, and CRLFs between:
+     * classified whole, whatever the reads' sizes. */
+    static const char stream[] =
+        "POST /attend HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+        "\r\n5;ext=1\r\nhello\r\n0\r\nX-Sum: 1\r\n\r\n"
+        "\r\nPOST /attend HTTP/1.1\nHost: t\nContent-Length: 3\n\n{}\n";
+    size_t len = sizeof stream - 1, got;
+    for (size_t n = 1; n <= len; n++) {
+        ck_assert_int_eq(frame_in_steps(stream, len, n, &got), 0);
+        ck_assert_uint_eq(got, len);
+    }
+}
+END_TEST
+
+START_TEST(test_http_framing_refusals)
+{
+    static const struct {
+        const char *in;
+        int status;
+    } cases[] = {
+        {"GET / HTTP/1.1\r\nHost : t\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: t\r\n x\r\n\r\n", 400},
+        {"GET / HTTP/1.1\rHost: t\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nContent-Length: 1,1\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nContent-Length: +1\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nContent-Length: 1234567890123456789\r\n\r\n", 413},
+        {"GET / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n", 400},
+        {"GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+        {"GET / HTTP/2.0\r\n\r\n", 505},
+        {"GET  / HTTP/1.1\r\n\r\n", 400},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nx\r\n", 400},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t got;
+        int st = frame_in_steps(cases[i].in, strlen(cases[i].in),
+                                strlen(cases[i].in), &got);
+        ck_assert_msg(st == cases[i].status, "case %zu: %d, expected %d", i,
+                      st, cases[i].status);
+    }
+    /* A request line over 8 KiB is 414, even before its end arrives. */
+    char *line = malloc(FRAMING_MAX_LINE + 64);
+    memset(line, 'a', FRAMING_MAX_LINE + 63);
+    memcpy(line, "GET /", 5);
+    size_t got;
+    ck_assert_int_eq(frame_in_steps(line, FRAMING_MAX_LINE + 63, 1024, &got),
+                     414);
+    free(line);
+}
+END_TEST
+
 /* -- drain in-process ----------------------------------------------------- */
 
 static size_t discard(char *d, size_t s, size_t n, void *arg)
@@ -1106,6 +1185,7 @@ START_TEST(test_http_quiesce_closes_idle_and_refuses_new_work)
                      (ssize_t)sizeof probe - 1);
     char buf[4096];
     ck_assert_int_gt(recv(idle, buf, sizeof buf, 0), 0);
+    wait_idle(srv); /* so that the request awaited below is the upload */
     upload u = {.total = 2000, .hold_after = 512, .prefix = "["};
     chunked_call c = {.port = port, .u = &u};
     pthread_t t;
@@ -1173,6 +1253,8 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_per_address_limit_503);
     tcase_add_test(t, test_http_full_closes_longest_idle);
     tcase_add_test(t, test_http_header_timeout_408);
+    tcase_add_test(t, test_http_framing_any_split);
+    tcase_add_test(t, test_http_framing_refusals);
     suite_add_tcase(s, t);
     return s;
 }
