@@ -1,4 +1,4 @@
-# mk/robust.mk: robustness checks: hostile input, faults, load (issue 7).
+# mk/robust.mk: robustness checks: hostile input, faults, load.
 #
 #   make test-hardening        build/attnd is PIE with full RELRO, stack
 #                              protector, FORTIFY_SOURCE and an NX stack
@@ -86,10 +86,9 @@ FUZZ_HTTP_OBJS = $(BUILD)/obj/tests/fuzz/fuzz_http.o \
                  $(filter-out $(SERVICE_MAIN_OBJ),$(SERVICE_OBJS))
 
 # Meaningful only inside the fuzz sub-make (BUILD=build/fuzz, CC=clang).
-# Second expansion: the service's variables come from mk/service.mk, read
-# after this file.
-.SECONDEXPANSION:
-$(BUILD)/fuzz_codec: $$(FUZZ_CODEC_OBJS) $$(SERVICE_EXTRA_OBJS) \
+# The service's variables come from mk/service.mk and mk/codec.mk, read
+# before this file (the Makefile's order).
+$(BUILD)/fuzz_codec: $(FUZZ_CODEC_OBJS) $(SERVICE_EXTRA_OBJS) \
                      $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer -o $@ $(filter %.o %.a,$^) \
 	  -ljansson -lcrypto $(BLAS_LIBS) -lm -lpthread
@@ -97,14 +96,14 @@ $(BUILD)/fuzz_codec: $$(FUZZ_CODEC_OBJS) $$(SERVICE_EXTRA_OBJS) \
 # Every malloc, calloc and realloc of the codec and the library goes through
 # the harness's failing wrappers.
 $(BUILD)/fuzz_alloc: $(BUILD)/obj/tests/fuzz/fuzz_alloc.o \
-                     $$(filter-out %/fuzz_codec.o,$$(FUZZ_CODEC_OBJS)) \
-                     $$(SERVICE_EXTRA_OBJS) $(BUILD)/libattn.a
+                     $(filter-out %/fuzz_codec.o,$(FUZZ_CODEC_OBJS)) \
+                     $(SERVICE_EXTRA_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer \
 	  -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -o $@ \
 	  $(filter %.o %.a,$^) -ljansson -lcrypto $(BLAS_LIBS) -lm -lpthread
 
-$(BUILD)/fuzz_http: $$(FUZZ_HTTP_OBJS) $$(SERVICE_EXTRA_OBJS) \
-                    $$(ASSETS_OBJ) $(BUILD)/libattn.a
+$(BUILD)/fuzz_http: $(FUZZ_HTTP_OBJS) $(SERVICE_EXTRA_OBJS) \
+                    $(ASSETS_OBJ) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer -o $@ $(filter %.o %.a,$^) \
 	  $(SERVICE_LIBS) $(SERVICE_PKG_LIBS) $(BLAS_LIBS) -lm -lpthread
 

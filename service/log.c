@@ -1,5 +1,6 @@
 /* log.c: JSON log lines, each written with a single write(2). */
 #include "log.h"
+#include "json/text.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -8,58 +9,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOG__LINE_MAX 4096
+/* Most bytes of a string field a line carries (a request path, a
+ * message): a line stays short whatever a client sent. */
+#define LOG__FIELD_MAX 2048
 
-static void log__append(char *buf, size_t *len, size_t cap, const char *fmt,
-                        ...) __attribute__((format(printf, 4, 5)));
-
-static void log__append(char *buf, size_t *len, size_t cap, const char *fmt,
-                        ...)
+/* s as a JSON string (json/text.h's escaper), cut to LOG__FIELD_MAX bytes. */
+static void log__string(text_buf *t, const char *s)
 {
-    if (*len >= cap - 1)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    *len += (size_t)n < cap - *len ? (size_t)n : cap - 1 - *len;
+    text_json_string(t, s, strnlen(s, LOG__FIELD_MAX));
 }
 
-void log_json_string(char *buf, size_t *len, size_t cap, const char *s)
-{
-    /* Reserve room for the closing quote so truncation keeps valid JSON. */
-    if (*len + 3 > cap)
-        return;
-    buf[(*len)++] = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[8];
-        size_t n;
-        if (*p == '"' || *p == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)*p;
-            n = 2;
-        } else if (*p < 0x20 || *p == 0x7f) {
-            n = (size_t)snprintf(esc, sizeof esc, "\\u%04x", *p);
-        } else if (*p >= 0x80) {
-            /* Bytes from a request path may not be UTF-8: escape them as
-             * U+00XX so the line stays valid JSON whatever arrived. */
-            n = (size_t)snprintf(esc, sizeof esc, "\\u%04x", *p);
-        } else {
-            esc[0] = (char)*p;
-            n = 1;
-        }
-        if (*len + n + 2 > cap)
-            break;
-        memcpy(buf + *len, esc, n);
-        *len += n;
-    }
-    buf[(*len)++] = '"';
-    buf[*len] = '\0';
-}
-
-static void log__begin(char *buf, size_t *len, const char *level)
+static void log__begin(text_buf *t, const char *level)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -67,57 +27,58 @@ static void log__begin(char *buf, size_t *len, const char *level)
     gmtime_r(&ts.tv_sec, &tm);
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    log__append(buf, len, LOG__LINE_MAX, "{\"ts\":\"%s.%03ldZ\",\"level\":",
-                when, ts.tv_nsec / 1000000);
-    log_json_string(buf, len, LOG__LINE_MAX, level);
+    text_printf(t, "{\"ts\":\"%s.%03ldZ\",\"level\":", when,
+                ts.tv_nsec / 1000000);
+    log__string(t, level);
 }
 
-static void log__end(char *buf, size_t len)
+/* Ends the line and writes it with one write(2); frees t. A line that
+ * could not be built (out of memory) is dropped. */
+static void log__end(text_buf *t)
 {
-    if (len > LOG__LINE_MAX - 3)
-        len = LOG__LINE_MAX - 3;
-    buf[len++] = '}';
-    buf[len++] = '\n';
-    const char *p = buf;
+    text_puts(t, "}\n");
+    const char *p = t->data;
+    size_t len = text_failed(t) ? 0 : t->len;
     while (len) {
         ssize_t w = write(STDERR_FILENO, p, len);
         if (w <= 0)
-            return; /* a closed stderr must not take the server down */
+            break; /* a closed stderr must not take the server down */
         p += w;
         len -= (size_t)w;
     }
+    text_free(t);
 }
 
 void log_request(const log_request_line *l)
 {
-    char buf[LOG__LINE_MAX];
-    size_t len = 0;
-    log__begin(buf, &len, "info");
-    log__append(buf, &len, LOG__LINE_MAX, ",\"msg\":\"request\",\"method\":");
-    log_json_string(buf, &len, LOG__LINE_MAX - 200, l->method ? l->method : "");
-    log__append(buf, &len, LOG__LINE_MAX, ",\"path\":");
-    log_json_string(buf, &len, LOG__LINE_MAX - 200, l->path ? l->path : "");
-    log__append(buf, &len, LOG__LINE_MAX,
+    text_buf t = TEXT_BUF_INIT;
+    log__begin(&t, "info");
+    text_puts(&t, ",\"msg\":\"request\",\"method\":");
+    log__string(&t, l->method ? l->method : "");
+    text_puts(&t, ",\"path\":");
+    log__string(&t, l->path ? l->path : "");
+    text_printf(&t,
                 ",\"status\":%d,\"bytes_in\":%zu,\"bytes_out\":%zu,"
                 "\"duration_ms\":%.3f",
                 l->status, l->bytes_in, l->bytes_out, l->duration_ms);
     if (l->error_code) {
-        log__append(buf, &len, LOG__LINE_MAX, ",\"error\":");
-        log_json_string(buf, &len, LOG__LINE_MAX - 4, l->error_code);
+        text_puts(&t, ",\"error\":");
+        log__string(&t, l->error_code);
     }
-    log__end(buf, len);
+    log__end(&t);
 }
 
 void log_event(const char *level, const char *msg, const char *extra)
 {
-    char buf[LOG__LINE_MAX];
-    size_t len = 0;
-    log__begin(buf, &len, level);
-    log__append(buf, &len, LOG__LINE_MAX, ",\"msg\":");
-    log_json_string(buf, &len, LOG__LINE_MAX - 4, msg);
-    if (extra && *extra)
-        log__append(buf, &len, LOG__LINE_MAX - 4, ",%s", extra);
-    log__end(buf, len);
+    text_buf t = TEXT_BUF_INIT;
+    log__begin(&t, level);
+    text_puts(&t, ",\"msg\":");
+    log__string(&t, msg);
+    if (extra && *extra) {
+        text_puts(&t, ",");
+        text_puts(&t, extra);
+    }
+    log__end(&t);
 }
 
 /* Lines of libmicrohttpd allowed per second (see log_libmicrohttpd). */
@@ -150,11 +111,11 @@ void log_libmicrohttpd(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    char extra[700];
-    size_t len = 0;
-    memcpy(extra, "\"detail\":", 10);
-    len = 9;
-    log_json_string(extra, &len, sizeof extra - 32, msg);
-    snprintf(extra + len, sizeof extra - len, ",\"suppressed\":%u", suppressed);
-    log_event("warn", "libmicrohttpd", extra);
+    text_buf extra = TEXT_BUF_INIT;
+    text_puts(&extra, "\"detail\":");
+    text_json_string(&extra, msg, n);
+    text_printf(&extra, ",\"suppressed\":%u", suppressed);
+    if (!text_failed(&extra))
+        log_event("warn", "libmicrohttpd", extra.data);
+    text_free(&extra);
 }

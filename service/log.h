@@ -21,7 +21,8 @@ typedef struct log_request_line {
 void log_request(const log_request_line *line);
 
 /* An event line: {"ts":..,"level":level,"msg":msg} followed by the
- * already-formatted JSON members in extra ("\"k\":v,..." or NULL). */
+ * already-formatted JSON members in extra ("\"k\":v,..." or NULL; strings
+ * in it escaped with json/text.h's text_json_string). */
 void log_event(const char *level, const char *msg, const char *extra);
 
 /* libmicrohttpd's messages (its MHD_OPTION_EXTERNAL_LOGGER) as "warn"
@@ -30,9 +31,5 @@ void log_event(const char *level, const char *msg, const char *extra);
  * of hostile connections cannot flood the log. cls is unused. */
 void log_libmicrohttpd(void *cls, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
-
-/* Appends s as a JSON string (quotes included) to buf[*len..cap), truncating
- * safely; *len never exceeds cap - 1 and buf stays NUL-terminated. */
-void log_json_string(char *buf, size_t *len, size_t cap, const char *s);
 
 #endif

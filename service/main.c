@@ -21,6 +21,7 @@
 #include "attn_coretype.h"
 #include "config.h"
 #include "log.h"
+#include "json/text.h"
 #include "http/server.h"
 
 /* --healthcheck: GET /healthz on the configured port with a plain socket
@@ -186,28 +187,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "attnd: %s\n", err);
         return 1;
     }
-    char extra[2048];
-    size_t len = 0;
-    len += (size_t)snprintf(extra, sizeof extra,
-                            "\"version\":\"%s\",\"host\":", CONFIG_VERSION);
-    log_json_string(extra, &len, sizeof extra, cfg.host);
-    len += (size_t)snprintf(extra + len, sizeof extra - len,
-                            ",\"port\":%u,\"compute_threads\":%zu,"
-                            "\"blas_threads\":1,\"blas_coretype\":",
-                            (unsigned)server_port(srv), server_threads(srv));
+    text_buf extra = TEXT_BUF_INIT;
     const char *coretype = getenv("OPENBLAS_CORETYPE");
-    log_json_string(extra, &len, sizeof extra, coretype ? coretype : "auto");
-    len += (size_t)snprintf(extra + len, sizeof extra - len,
-                            ",\"blas_config\":");
-    log_json_string(extra, &len, sizeof extra, attn_blas_config());
     const config *in_force = server_config(srv);
-    len += (size_t)snprintf(
-        extra + len, sizeof extra - len,
-        ",\"max_connections\":%zu,\"max_buffered_bytes\":%zu,"
-        "\"max_request_bytes\":%zu",
-        in_force->max_connections, in_force->max_buffered_bytes,
-        in_force->limits.max_request_bytes);
-    log_event("info", "listening", extra);
+    text_printf(&extra, "\"version\":\"%s\",\"host\":", CONFIG_VERSION);
+    text_json_string(&extra, cfg.host, strlen(cfg.host));
+    text_printf(&extra,
+                ",\"port\":%u,\"compute_threads\":%zu,"
+                "\"blas_threads\":1,\"blas_coretype\":",
+                (unsigned)server_port(srv), server_threads(srv));
+    if (coretype == NULL)
+        coretype = "auto";
+    text_json_string(&extra, coretype, strlen(coretype));
+    text_puts(&extra, ",\"blas_config\":");
+    text_json_string(&extra, attn_blas_config(), strlen(attn_blas_config()));
+    text_printf(&extra,
+                ",\"max_connections\":%zu,\"max_buffered_bytes\":%zu,"
+                "\"max_request_bytes\":%zu",
+                in_force->max_connections, in_force->max_buffered_bytes,
+                in_force->limits.max_request_bytes);
+    if (!text_failed(&extra))
+        log_event("info", "listening", extra.data);
+    text_free(&extra);
 
     unsigned char sig = 0;
     while (read(main__sig_pipe[0], &sig, 1) < 0 && errno == EINTR)
@@ -224,12 +225,13 @@ int main(int argc, char **argv)
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
-    snprintf(extra, sizeof extra,
+    char stop[160];
+    snprintf(stop, sizeof stop,
              "\"signal\":\"%s\",\"drain_delay_s\":%g,"
              "\"shutdown_timeout_s\":%g",
              sig == SIGINT ? "SIGINT" : "SIGTERM", cfg.drain_delay_s,
              cfg.shutdown_timeout_s);
-    log_event("info", "shutting down", extra);
+    log_event("info", "shutting down", stop);
     server_begin_shutdown(srv);
     double delay = cfg.drain_delay_s < limit ? cfg.drain_delay_s : limit;
     if (delay > 0)

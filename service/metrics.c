@@ -1,6 +1,7 @@
 /* metrics.c: counters under one mutex; a request touches it twice, which
  * costs nothing next to the HTTP work around it. */
 #include "metrics.h"
+#include "json/text.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -204,66 +205,24 @@ void metrics_set_store(metrics *m, store *s)
     pthread_mutex_unlock(&m->mu);
 }
 
-/* A growing text buffer; after a failed allocation every append is a no-op
- * and the render returns NULL. */
-typedef struct metrics__text {
-    char *buf;
-    size_t len, cap;
-    int failed;
-} metrics__text;
-
-static void metrics__printf(metrics__text *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void metrics__printf(metrics__text *t, const char *fmt, ...)
-{
-    if (t->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = 1;
-            return;
-        }
-        if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap * 2 + (size_t)n;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-            t->failed = 1;
-            return;
-        }
-        t->buf = b;
-        t->cap = cap;
-    }
-}
-
-static void metrics__hist_render(metrics__text *t, const char *name,
+static void metrics__hist_render(text_buf *t, const char *name,
                                  const char *help, const metrics__hist *h)
 {
-    metrics__printf(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    text_printf(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;
     for (size_t i = 0; i < METRICS__NB; i++) {
         cum += h->buckets[i];
-        metrics__printf(t, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name,
-                        metrics__bounds[i], cum);
+        text_printf(t, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name,
+                    metrics__bounds[i], cum);
     }
-    metrics__printf(t, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
-    metrics__printf(t, "%s_sum %.9g\n%s_count %" PRIu64 "\n", name, h->sum,
-                    name, h->count);
+    text_printf(t, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
+    text_printf(t, "%s_sum %.9g\n%s_count %" PRIu64 "\n", name, h->sum, name,
+                h->count);
 }
 
 char *metrics_render(metrics *m, size_t *len)
 {
-    metrics__text t = {malloc(8192), 0, 8192, 0};
-    if (!t.buf)
-        return NULL;
-    t.buf[0] = '\0';
+    text_buf t = TEXT_BUF_INIT;
     /* The gauges come from the connection layer, under its own lock, which
      * is never held while this one is taken. */
     metrics_gauges g = {0, 0, 0};
@@ -274,122 +233,115 @@ char *metrics_render(metrics *m, size_t *len)
     if (fn)
         fn(ctx, &g);
     pthread_mutex_lock(&m->mu);
-    metrics__printf(&t,
-                    "# HELP attnd_build_info Build information; always 1.\n"
-                    "# TYPE attnd_build_info gauge\n"
-                    "attnd_build_info{version=\"%s\",libmicrohttpd=\"%s\"} 1\n",
-                    m->version, m->mhd_version);
-    metrics__printf(&t,
-                    "# HELP attnd_compute_threads Threads of the compute pool.\n"
-                    "# TYPE attnd_compute_threads gauge\n"
-                    "attnd_compute_threads %zu\n",
-                    m->threads);
-    metrics__printf(&t, "# HELP attnd_http_requests_total HTTP requests "
-                        "answered, by normalised path and status.\n"
-                        "# TYPE attnd_http_requests_total counter\n");
+    text_printf(&t,
+                "# HELP attnd_build_info Build information; always 1.\n"
+                "# TYPE attnd_build_info gauge\n"
+                "attnd_build_info{version=\"%s\",libmicrohttpd=\"%s\"} 1\n",
+                m->version, m->mhd_version);
+    text_printf(&t,
+                "# HELP attnd_compute_threads Threads of the compute pool.\n"
+                "# TYPE attnd_compute_threads gauge\n"
+                "attnd_compute_threads %zu\n",
+                m->threads);
+    text_printf(&t, "# HELP attnd_http_requests_total HTTP requests "
+                    "answered, by normalised path and status.\n"
+                    "# TYPE attnd_http_requests_total counter\n");
     for (size_t i = 0; i < m->n_series; i++)
-        metrics__printf(&t,
-                        "attnd_http_requests_total{path=\"%s\",status=\"%d\"} "
-                        "%" PRIu64 "\n",
-                        m->series[i].path, m->series[i].status,
-                        m->series[i].count);
+        text_printf(&t,
+                    "attnd_http_requests_total{path=\"%s\",status=\"%d\"} "
+                    "%" PRIu64 "\n",
+                    m->series[i].path, m->series[i].status, m->series[i].count);
     metrics__hist_render(&t, "attnd_http_request_duration_seconds",
                          "Time from request headers to the last byte of the "
                          "response.",
                          &m->duration);
-    metrics__printf(&t,
-                    "# HELP attnd_http_requests_in_flight Requests begun and "
-                    "not yet finished.\n"
-                    "# TYPE attnd_http_requests_in_flight gauge\n"
-                    "attnd_http_requests_in_flight %zu\n",
-                    m->in_flight);
-    metrics__printf(&t,
-                    "# HELP attnd_http_received_bytes_total Request body "
-                    "bytes received.\n"
-                    "# TYPE attnd_http_received_bytes_total counter\n"
-                    "attnd_http_received_bytes_total %" PRIu64 "\n"
-                    "# HELP attnd_http_sent_bytes_total Response body bytes "
-                    "sent.\n"
-                    "# TYPE attnd_http_sent_bytes_total counter\n"
-                    "attnd_http_sent_bytes_total %" PRIu64 "\n",
-                    m->bytes_in, m->bytes_out);
-    metrics__printf(&t,
-                    "# HELP attnd_compute_seconds_total Wall time spent in the "
-                    "attention library.\n"
-                    "# TYPE attnd_compute_seconds_total counter\n"
-                    "attnd_compute_seconds_total %.9g\n",
-                    m->compute.sum);
+    text_printf(&t,
+                "# HELP attnd_http_requests_in_flight Requests begun and "
+                "not yet finished.\n"
+                "# TYPE attnd_http_requests_in_flight gauge\n"
+                "attnd_http_requests_in_flight %zu\n",
+                m->in_flight);
+    text_printf(&t,
+                "# HELP attnd_http_received_bytes_total Request body "
+                "bytes received.\n"
+                "# TYPE attnd_http_received_bytes_total counter\n"
+                "attnd_http_received_bytes_total %" PRIu64 "\n"
+                "# HELP attnd_http_sent_bytes_total Response body bytes "
+                "sent.\n"
+                "# TYPE attnd_http_sent_bytes_total counter\n"
+                "attnd_http_sent_bytes_total %" PRIu64 "\n",
+                m->bytes_in, m->bytes_out);
+    text_printf(&t,
+                "# HELP attnd_compute_seconds_total Wall time spent in the "
+                "attention library.\n"
+                "# TYPE attnd_compute_seconds_total counter\n"
+                "attnd_compute_seconds_total %.9g\n",
+                m->compute.sum);
     metrics__hist_render(&t, "attnd_compute_duration_seconds",
                          "Library wall time per /attend request.",
                          &m->compute);
-    metrics__printf(&t,
-                    "# HELP attnd_connections_open Open client connections.\n"
-                    "# TYPE attnd_connections_open gauge\n"
-                    "attnd_connections_open %zu\n"
-                    "# HELP attnd_connections_idle Keep-alive connections "
-                    "between requests.\n"
-                    "# TYPE attnd_connections_idle gauge\n"
-                    "attnd_connections_idle %zu\n"
-                    "# HELP attnd_buffered_bytes Bytes reserved for request "
-                    "bodies being received.\n"
-                    "# TYPE attnd_buffered_bytes gauge\n"
-                    "attnd_buffered_bytes %zu\n",
-                    g.open, g.idle, g.buffered_bytes);
-    metrics__printf(&t, "# HELP attnd_connections_refused_total Connections "
-                        "refused at accept, by reason.\n"
-                        "# TYPE attnd_connections_refused_total counter\n");
+    text_printf(&t,
+                "# HELP attnd_connections_open Open client connections.\n"
+                "# TYPE attnd_connections_open gauge\n"
+                "attnd_connections_open %zu\n"
+                "# HELP attnd_connections_idle Keep-alive connections "
+                "between requests.\n"
+                "# TYPE attnd_connections_idle gauge\n"
+                "attnd_connections_idle %zu\n"
+                "# HELP attnd_buffered_bytes Bytes reserved for request "
+                "bodies being received.\n"
+                "# TYPE attnd_buffered_bytes gauge\n"
+                "attnd_buffered_bytes %zu\n",
+                g.open, g.idle, g.buffered_bytes);
+    text_printf(&t, "# HELP attnd_connections_refused_total Connections "
+                    "refused at accept, by reason.\n"
+                    "# TYPE attnd_connections_refused_total counter\n");
     for (size_t i = 0; i < METRICS_REFUSED_COUNT; i++)
-        metrics__printf(&t,
-                        "attnd_connections_refused_total{reason=\"%s\"} "
-                        "%" PRIu64 "\n",
-                        metrics__refusal_names[i], m->refused[i]);
-    metrics__printf(&t, "# HELP attnd_connections_closed_total Connections "
-                        "the server closed or requests it cut off, by "
-                        "reason.\n"
-                        "# TYPE attnd_connections_closed_total counter\n");
+        text_printf(&t,
+                    "attnd_connections_refused_total{reason=\"%s\"} "
+                    "%" PRIu64 "\n",
+                    metrics__refusal_names[i], m->refused[i]);
+    text_printf(&t, "# HELP attnd_connections_closed_total Connections "
+                    "the server closed or requests it cut off, by "
+                    "reason.\n"
+                    "# TYPE attnd_connections_closed_total counter\n");
     for (size_t i = 0; i < METRICS_CLOSED_COUNT; i++)
-        metrics__printf(&t,
-                        "attnd_connections_closed_total{reason=\"%s\"} "
-                        "%" PRIu64 "\n",
-                        metrics__close_names[i], m->closed[i]);
-    metrics__printf(&t,
-                    "# HELP attnd_compute_cancelled_total Computations "
-                    "stopped because their client had gone.\n"
-                    "# TYPE attnd_compute_cancelled_total counter\n"
-                    "attnd_compute_cancelled_total %" PRIu64 "\n",
-                    m->cancelled);
+        text_printf(&t,
+                    "attnd_connections_closed_total{reason=\"%s\"} "
+                    "%" PRIu64 "\n",
+                    metrics__close_names[i], m->closed[i]);
+    text_printf(&t,
+                "# HELP attnd_compute_cancelled_total Computations "
+                "stopped because their client had gone.\n"
+                "# TYPE attnd_compute_cancelled_total counter\n"
+                "attnd_compute_cancelled_total %" PRIu64 "\n",
+                m->cancelled);
     store_stats st;
     store_get_stats(m->store, &st);
-    metrics__printf(&t,
-                    "# HELP attnd_tensor_store_entries Tensors in the tensor "
-                    "store.\n"
-                    "# TYPE attnd_tensor_store_entries gauge\n"
-                    "attnd_tensor_store_entries %zu\n"
-                    "# HELP attnd_tensor_store_bytes Bytes the tensor store "
-                    "holds: values, and 256 a tensor.\n"
-                    "# TYPE attnd_tensor_store_bytes gauge\n"
-                    "attnd_tensor_store_bytes %zu\n",
-                    st.entries, st.bytes);
-    metrics__printf(&t,
-                    "# HELP attnd_tensor_store_hits_total Lookups of a ref "
-                    "(in /attend, GET or HEAD /tensors) that found it.\n"
-                    "# TYPE attnd_tensor_store_hits_total counter\n"
-                    "attnd_tensor_store_hits_total %" PRIu64 "\n"
-                    "# HELP attnd_tensor_store_misses_total Lookups of a ref "
-                    "that did not find it.\n"
-                    "# TYPE attnd_tensor_store_misses_total counter\n"
-                    "attnd_tensor_store_misses_total %" PRIu64 "\n"
-                    "# HELP attnd_tensor_store_evictions_total Tensors "
-                    "forgotten to make room for new ones.\n"
-                    "# TYPE attnd_tensor_store_evictions_total counter\n"
-                    "attnd_tensor_store_evictions_total %" PRIu64 "\n",
-                    st.hits, st.misses, st.evictions);
+    text_printf(&t,
+                "# HELP attnd_tensor_store_entries Tensors in the tensor "
+                "store.\n"
+                "# TYPE attnd_tensor_store_entries gauge\n"
+                "attnd_tensor_store_entries %zu\n"
+                "# HELP attnd_tensor_store_bytes Bytes the tensor store "
+                "holds: values, and 256 a tensor.\n"
+                "# TYPE attnd_tensor_store_bytes gauge\n"
+                "attnd_tensor_store_bytes %zu\n",
+                st.entries, st.bytes);
+    text_printf(&t,
+                "# HELP attnd_tensor_store_hits_total Lookups of a ref "
+                "(in /attend, GET or HEAD /tensors) that found it.\n"
+                "# TYPE attnd_tensor_store_hits_total counter\n"
+                "attnd_tensor_store_hits_total %" PRIu64 "\n"
+                "# HELP attnd_tensor_store_misses_total Lookups of a ref "
+                "that did not find it.\n"
+                "# TYPE attnd_tensor_store_misses_total counter\n"
+                "attnd_tensor_store_misses_total %" PRIu64 "\n"
+                "# HELP attnd_tensor_store_evictions_total Tensors "
+                "forgotten to make room for new ones.\n"
+                "# TYPE attnd_tensor_store_evictions_total counter\n"
+                "attnd_tensor_store_evictions_total %" PRIu64 "\n",
+                st.hits, st.misses, st.evictions);
     pthread_mutex_unlock(&m->mu);
-    if (t.failed) {
-        free(t.buf);
-        return NULL;
-    }
-    if (len)
-        *len = t.len;
-    return t.buf;
+    return text_take(&t, len);
 }

@@ -21,6 +21,7 @@
 
 #include "http/guard_internal.h"
 #include "log.h"
+#include "json/text.h"
 
 pthread_mutex_t guard__mu = PTHREAD_MUTEX_INITIALIZER;
 static guard_conn *_Atomic *guard__table; /* by descriptor */
@@ -83,14 +84,18 @@ void guard__answer(const guard *g, int fd, int status,
                           const char *code, const char *message,
                           const char *origin)
 {
-    char body[512], head[1024];
-    size_t blen = 0;
-    blen = (size_t)snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\","
-                                               "\"message\":",
-                            code);
-    log_json_string(body, &blen, sizeof body - 3, message);
-    memcpy(body + blen, "}}", 3);
-    blen += 2;
+    char head[1024];
+    text_buf body = TEXT_BUF_INIT;
+    text_printf(&body, "{\"error\":{\"code\":\"%s\",\"message\":", code);
+    text_json_string(&body, message, strlen(message));
+    text_puts(&body, "}}");
+    if (text_failed(&body)) { /* out of memory: the code alone */
+        text_free(&body);
+        text_printf(&body, "{\"error\":{\"code\":\"%s\"}}", code);
+        if (text_failed(&body))
+            return;
+    }
+    size_t blen = body.len;
     const char *cors = g->cfg->cors_origins;
     char acao[400] = "";
     if (!strcmp(cors, "*"))
@@ -106,10 +111,11 @@ void guard__answer(const guard *g, int fd, int status,
                         "Content-Length: %zu\r\nConnection: close\r\n%s%s\r\n",
                         status, guard__reason(status), blen,
                         status == 503 ? "Retry-After: 1\r\n" : "", acao);
-    struct iovec iov[2] = {{head, (size_t)hlen}, {body, blen}};
+    struct iovec iov[2] = {{head, (size_t)hlen}, {body.data, blen}};
     struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
     ssize_t n = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)n;
+    text_free(&body);
 }
 
 /* One log line per reason a second at most; the lines held back meanwhile
@@ -129,13 +135,13 @@ static void guard__log(guard *g, size_t slot, const char *what,
     held = g->log_held[slot];
     g->log_held[slot] = 0;
     pthread_mutex_unlock(&guard__mu);
-    char extra[256];
-    size_t len = (size_t)snprintf(extra, sizeof extra, "\"reason\":\"%s\","
-                                                       "\"peer\":",
-                                  reason);
-    log_json_string(extra, &len, sizeof extra - 40, peer);
-    snprintf(extra + len, sizeof extra - len, ",\"suppressed\":%u", held);
-    log_event("warn", what, extra);
+    text_buf extra = TEXT_BUF_INIT;
+    text_printf(&extra, "\"reason\":\"%s\",\"peer\":", reason);
+    text_json_string(&extra, peer, strlen(peer));
+    text_printf(&extra, ",\"suppressed\":%u", held);
+    if (!text_failed(&extra))
+        log_event("warn", what, extra.data);
+    text_free(&extra);
 }
 
 void guard__closed(guard *g, metrics_close why, const char *peer)

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""check_hardening.py: the binary carries the hardening issue 7 asks for.
+"""check_hardening.py: the binary carries the hardening its build flags ask
+for.
 
     check_hardening.py build/attnd
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "test_service.h"
+#include "json/text.h"
 
 void ts_config(config *cfg)
 {
@@ -208,21 +209,12 @@ static float ts__next(uint64_t *s)
     return (float)((double)(*s >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
 }
 
-typedef struct ts__text {
-    char *buf;
-    size_t len, cap;
-} ts__text;
+/* Requests are written into the service's own text buffer (json/text.h). */
+typedef text_buf ts__text;
 
 static void ts__put(ts__text *t, const char *s)
 {
-    size_t n = strlen(s);
-    if (t->len + n + 1 > t->cap) {
-        t->cap = (t->len + n + 1) * 2;
-        t->buf = realloc(t->buf, t->cap);
-        ck_assert_ptr_nonnull(t->buf);
-    }
-    memcpy(t->buf + t->len, s, n + 1);
-    t->len += n;
+    text_puts(t, s);
 }
 
 static float *ts__matrix(ts__text *t, const char *name, size_t rows,
@@ -257,7 +249,7 @@ void ts_case_make(ts_case *c, size_t n, size_t d_model, size_t h, size_t d_k,
     c->h = h;
     c->d_k = d_k;
     uint64_t seed = 42 + n * 31 + d_model;
-    ts__text t = {0};
+    ts__text t = TEXT_BUF_INIT;
     ts__put(&t, "{");
     c->x = ts__matrix(&t, "x", n, d_model, &seed);
     ts__put(&t, ",");
@@ -274,8 +266,8 @@ void ts_case_make(ts_case *c, size_t n, size_t d_model, size_t h, size_t d_k,
         ts__put(&t, extra_members);
     }
     ts__put(&t, "}");
-    c->json = t.buf;
-    c->json_len = t.len;
+    c->json = text_take(&t, &c->json_len);
+    ck_assert_ptr_nonnull(c->json);
 }
 
 void ts_case_free(ts_case *c)
