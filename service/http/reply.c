@@ -104,7 +104,8 @@ enum MHD_Result http__error(http_request *r, struct MHD_Connection *c,
     return http__send_error(r, c, &e, allow);
 }
 
-/* A body from static or caller-freed memory with its content type. */
+/* A body with its content type: static memory (borrowed), or malloc'd with
+ * MHD_RESPMEM_MUST_FREE (stolen: freed here, also on failure). */
 enum MHD_Result http__send(http_request *r, struct MHD_Connection *c,
                                   int status, const char *type,
                                   const void *data, size_t len,
