@@ -2,7 +2,7 @@
 // Debian libraries: dragonbox (libdragonbox-dev: shortest round-trip digits
 // of a float32) and fast_float (libfast-float-dev: correctly rounded decimal
 // to float32/double). Measured against the C alternatives in
-// tests/service/bench_codec.c (make bench-codec). No exceptions, no RTTI,
+// tests/bench/bench_codec.c (make bench-codec). No exceptions, no RTTI,
 // no libstdc++ symbols: the service links it with the C compiler driver.
 #include <cmath>
 
