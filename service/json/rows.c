@@ -174,11 +174,14 @@ stop:
  * and the mantissa digits of all the numbers packed together
  * (vpcompressb). The numbers are then read eight at a time, each in a
  * 64-bit lane (codec__row_block8): no step depends on one number's length
- * or form. Blanks before a number cost nothing: a number is the run of
- * non-blank bytes before a separator, and everything after is computed
- * from those runs' first and last bytes. It needs 64 bytes after a block's
- * start, so the SSSE3 loop and the general reader take a body's last ones.
- * Figures for every form in docs/performance.md ("The JSON reader"). */
+ * or form. Compact plain decimals take the fewest checks. A block whose
+ * blanks all follow separators (", ", a newline and indentation) has its
+ * masks gathered past them (pext) and is read as compact text; blocks
+ * with exponents or other blanks take a general pass, in which a number
+ * is the run of non-blank bytes before a separator. It needs 64 bytes
+ * after a block's start, so the SSSE3 loop and the general reader take a
+ * body's last ones. Figures for every form in docs/performance.md ("The
+ * JSON reader"). */
 
 #define CODEC__ROW512_TARGET                                                  \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,"   \
