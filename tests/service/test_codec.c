@@ -16,6 +16,7 @@
 #include "attn_analysis.h"
 #include "attend/codec.h"
 #include "attend/request.h"
+#include "json/text.h"
 
 #ifndef CODEC_FIXTURES
 #define CODEC_FIXTURES "tests/fixtures/codec"
@@ -25,10 +26,9 @@ Suite *codec_suite(void);
 
 /* -- helpers ------------------------------------------------------------------ */
 
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-} sbuf;
+/* Requests are written into the service's own text buffer (json/text.h);
+ * an allocation failure there fails the test. */
+typedef text_buf sbuf;
 
 static void sb_printf(sbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -36,21 +36,11 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 static void sb_printf(sbuf *b, const char *fmt, ...)
 {
     va_list ap;
-    int n;
 
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
+    text_vprintf(b, fmt, ap);
     va_end(ap);
-    ck_assert_int_ge(n, 0);
-    if (b->len + (size_t)n + 1 > b->cap) {
-        b->cap = (b->len + (size_t)n + 1) * 2;
-        b->s = realloc(b->s, b->cap);
-        ck_assert_ptr_nonnull(b->s);
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
+    ck_assert(!text_failed(b));
 }
 
 /* [rows][cols] as nested arrays; %.9g reads back to the same float32. */
@@ -246,7 +236,7 @@ static void decode_tensor(const json_t *t, const size_t *shape, int rank,
     const json_t *js = json_object_get(t, "shape");
     const char *data = json_string_value(json_object_get(t, "data"));
     char req[256];
-    sbuf b = {0};
+    sbuf b = TEXT_BUF_INIT;
     codec_reader r;
     codec_array a;
     codec_error err = {0};
@@ -262,13 +252,13 @@ static void decode_tensor(const json_t *t, const size_t *shape, int rank,
     snprintf(req, sizeof req, "{\"dtype\":\"float32\",\"shape\":[%zu],"
              "\"data\":\"", count);
     sb_printf(&b, "%s%s\"}", req, data);
-    codec_reader_init(&r, b.s, b.len, NULL);
+    codec_reader_init(&r, b.data, b.len, NULL);
     ck_assert_int_eq(codec_array_parse(&r, "/t", "[k]", CODEC_LEAF_F32, 1, 1,
                                        &a, &err), 0);
     ck_assert_uint_eq(a.count, count);
     memcpy(out, a.data, count * sizeof(float));
     codec_array_clear(&a);
-    free(b.s);
+    free(b.data);
 }
 
 /* A request to build, and what the round trip checks. */
@@ -334,7 +324,7 @@ static void sb_weight(sbuf *b, const spec *s, const char *name,
 
 static char *build_request(const spec *s)
 {
-    sbuf b = {0};
+    sbuf b = TEXT_BUF_INIT;
     size_t B = s->B, mrows = s->cross ? s->m : s->n;
     size_t dmem = s->cross ? s->d_mem : s->d_model;
     float *x = frand_n(B * s->n * s->d_model);
@@ -448,7 +438,7 @@ static char *build_request(const spec *s)
     free(bk);
     free(bv);
     free(bo);
-    return b.s;
+    return b.data;
 }
 
 /* The outcome of one round trip, for tests that look further. */
@@ -1126,7 +1116,7 @@ static int fx_load(const char *path, lib_fixture *fx)
  * (variant 1) base64 tensors with 3-D weights and base64 out. */
 static char *fx_request(const lib_fixture *fx, int variant)
 {
-    sbuf b = {0};
+    sbuf b = TEXT_BUF_INIT;
     spec s;
     size_t shape[3], i, j;
     int batched = fx->B > 1;
@@ -1181,7 +1171,7 @@ static char *fx_request(const lib_fixture *fx, int variant)
         sb_printf(&b, "]");
     }
     sb_printf(&b, "}");
-    return b.s;
+    return b.data;
 }
 
 START_TEST(test_codec_lib_fixtures)
@@ -1478,6 +1468,115 @@ START_TEST(test_codec_errors)
 }
 END_TEST
 
+/* The one JSON string escaper (json/text.h), case by case. */
+START_TEST(test_codec_text_json_string)
+{
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *out;
+    } cases[] = {
+        {"plain", 5, "\"plain\""},
+        {"", 0, "\"\""},
+        {"a\"b\\c/", 6, "\"a\\\"b\\\\c/\""},
+        {"\b\f\n\r\t", 5, "\"\\b\\f\\n\\r\\t\""},
+        {"\x01\x1f\x7f", 3, "\"\\u0001\\u001F\x7f\""},
+        {"a\0b", 3, "\"a\\u0000b\""},
+        /* well-formed UTF-8 as it is: 2, 3 and 4 bytes, the last code
+         * point before the surrogates and U+10FFFF */
+        {"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xed\x9f\xbf\xf4\x8f\xbf\xbf",
+         16,
+         "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xed\x9f\xbf\xf4\x8f\xbf\xbf\""},
+        /* ill-formed: each byte as U+00XX */
+        {"\xc3", 1, "\"\\u00C3\""},
+        {"\xc0\xaf", 2, "\"\\u00C0\\u00AF\""},         /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\"\\u00ED\\u00A0\\u0080\""}, /* a surrogate */
+        {"\xf4\x90\x80\x80", 4,
+         "\"\\u00F4\\u0090\\u0080\\u0080\""},          /* past U+10FFFF */
+        {"\xe2\x82x", 3, "\"\\u00E2\\u0082x\""},       /* cut short */
+        {"\xff", 1, "\"\\u00FF\""},
+    };
+    unsigned seed = 7;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        text_buf t = TEXT_BUF_INIT;
+        size_t len;
+        char *got;
+        json_t *back;
+
+        text_json_string(&t, cases[i].in, cases[i].len);
+        got = text_take(&t, &len);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_str_eq(got, cases[i].out);
+        ck_assert_uint_eq(len, strlen(cases[i].out));
+        back = json_loads(got, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        ck_assert_msg(back != NULL, "case %zu is not valid JSON", i);
+        json_decref(back);
+        free(got);
+    }
+    /* on every string jansson accepts (well-formed UTF-8) the escaper
+     * writes exactly what jansson writes, so answers did not change */
+    for (int it = 0; it < 20000; it++) {
+        char in[24];
+        size_t len = (size_t)(rand_r(&seed) % 24);
+        json_t *j;
+
+        for (size_t k = 0; k < len; k++) {
+            int r = rand_r(&seed) % 10;
+            in[k] = r < 6   ? (char)(0x20 + rand_r(&seed) % 0x60)
+                    : r < 8 ? (char)(rand_r(&seed) % 0x20)
+                            : (char)(0x80 + rand_r(&seed) % 0x80);
+        }
+        if (len >= 2 && it % 2) {
+            in[0] = '\xc3';
+            in[1] = '\xa9';
+        }
+        j = json_stringn(in, len);
+        if (j != NULL) {
+            char *want = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+            text_buf t = TEXT_BUF_INIT;
+            char *got;
+            text_json_string(&t, in, len);
+            got = text_take(&t, NULL);
+            ck_assert_str_eq(got, want);
+            free(got);
+            free(want);
+            json_decref(j);
+        }
+    }
+}
+END_TEST
+
+/* The buffer grows past its first allocation, keeps NUL bytes, hands its
+ * text over and is empty afterwards. */
+START_TEST(test_codec_text_grow_take)
+{
+    text_buf t = TEXT_BUF_INIT;
+    size_t len;
+    char *s, *at;
+
+    s = text_take(&t, &len);
+    ck_assert_str_eq(s, "");
+    ck_assert_uint_eq(len, 0);
+    free(s);
+    for (int i = 0; i < 1000; i++)
+        text_printf(&t, "%s%d", i ? "," : "[", i);
+    text_append(&t, "]\0x", 3);
+    at = text_extend(&t, 4);
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "tail", 4);
+    ck_assert(!text_failed(&t));
+    s = text_take(&t, &len);
+    ck_assert_uint_eq(len, 3890 + 3 + 4);
+    ck_assert_int_eq(memcmp(s, "[0,1,2,", 7), 0);
+    ck_assert_int_eq(memcmp(s + 3890, "]\0xtail", 8), 0);
+    ck_assert_ptr_null(t.data);
+    ck_assert_uint_eq(t.len, 0);
+    free(s);
+    text_free(&t); /* an empty buffer */
+}
+END_TEST
+
 START_TEST(test_codec_deep_nesting)
 {
     /* 100000 nested arrays in an ignored field: refused as invalid_json at
@@ -1713,7 +1812,7 @@ START_TEST(test_codec_limits_maps_before_alloc)
 {
     /* a small body asking for a gigantic map: n = 65536 rows of one value
      * as a base64 tensor, heads 128; refused as too_large, not attempted */
-    sbuf b = {0};
+    sbuf b = TEXT_BUF_INIT;
     size_t n = 65536, shape[2] = {65536, 1};
     float *x = calloc(n, sizeof(float));
     limits_config l = lim_default();
@@ -1731,9 +1830,9 @@ START_TEST(test_codec_limits_maps_before_alloc)
     for (size_t i = 0; i < 128; i++)
         sb_printf(&b, "%s1", i ? "," : "");
     sb_printf(&b, "]]}");
-    expect_err_lim(b.s, b.len, &l, ERRORS_TOO_LARGE, "",
+    expect_err_lim(b.data, b.len, &l, ERRORS_TOO_LARGE, "",
                    "attention maps would hold 549755813888 values");
-    free(b.s);
+    free(b.data);
     free(x);
 }
 END_TEST
@@ -2376,6 +2475,28 @@ void *__wrap_realloc(void *p, size_t size)
  * freed here): every failure is 503 unavailable and frees everything, and
  * the run that no failure touched gives the same body. At least `least`
  * allocations happen. */
+/* A failed allocation leaves the text buffer failed: later appends do
+ * nothing, text_take frees and returns NULL, nothing leaks. */
+START_TEST(test_codec_text_sticky_failure)
+{
+    text_buf t = TEXT_BUF_INIT;
+
+    text_puts(&t, "{");
+    alloc_seen = 0;
+    alloc_fail_at = 0; /* the next growth fails */
+    for (int i = 0; i < 100; i++)
+        text_printf(&t, "\"key%d\":%d,", i, i);
+    alloc_fail_at = -1;
+    ck_assert(text_failed(&t));
+    text_puts(&t, "}"); /* room again, but the buffer stays failed */
+    ck_assert(text_failed(&t));
+    ck_assert_ptr_null(text_extend(&t, 1));
+    ck_assert_ptr_null(text_take(&t, NULL));
+    ck_assert_ptr_null(t.data);
+    ck_assert(!text_failed(&t)); /* empty again, usable */
+}
+END_TEST
+
 static void alloc_failure_run(char *json, long least)
 {
     char *reference = NULL;
@@ -2553,6 +2674,8 @@ Suite *codec_suite(void)
     tcase_add_loop_test(tc, test_codec_errors, 0,
                         (int)(sizeof err_cases / sizeof err_cases[0]));
     tcase_add_test(tc, test_codec_error_body);
+    tcase_add_test(tc, test_codec_text_json_string);
+    tcase_add_test(tc, test_codec_text_grow_take);
     tcase_add_test(tc, test_codec_deep_nesting);
     tcase_add_test(tc, test_codec_json_suite);
     tcase_add_test(tc, test_codec_error_fixtures);
@@ -2572,6 +2695,7 @@ Suite *codec_suite(void)
     tc = tcase_create("alloc");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_codec_alloc_failure);
+    tcase_add_test(tc, test_codec_text_sticky_failure);
     tcase_add_test(tc, test_codec_alloc_failure_v2);
     tcase_add_test(tc, test_codec_alloc_parallel_buffers);
     suite_add_tcase(s, tc);
