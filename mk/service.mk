@@ -21,11 +21,13 @@ SERVICE_OBJS := $(SERVICE_SRCS:%.c=$(BUILD)/obj/%.o) $(STORE_OBJS)
 SERVICE_MAIN_OBJ := $(BUILD)/obj/service/main.o
 SERVICE_LIBS += $(STORE_LIBS)
 SERVICE_EXTRA_OBJS +=
-SERVICE_PKGS := libmicrohttpd jansson
+# The service writes its own JSON (json/text.h); jansson is the tests'.
+SERVICE_PKGS := libmicrohttpd
 SERVICE_PKG_CFLAGS = $(shell pkg-config --cflags $(SERVICE_PKGS))
 SERVICE_PKG_LIBS = $(shell pkg-config --libs $(SERVICE_PKGS))
 $(foreach d,$(SERVICE_DIRS),$(eval CFLAGS_$(d) += $$(SERVICE_PKG_CFLAGS)))
-CFLAGS_tests/service += $(SERVICE_PKG_CFLAGS) $(shell pkg-config --cflags check libcurl)
+CFLAGS_tests/service += $(SERVICE_PKG_CFLAGS) \
+                        $(shell pkg-config --cflags check libcurl jansson)
 
 SERVICE_TEST_SRCS := $(wildcard tests/service/*.c)
 SERVICE_TEST_OBJS := $(SERVICE_TEST_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -47,7 +49,7 @@ $(BUILD)/tests/test_service: $(SERVICE_TEST_OBJS) \
     $(SERVICE_EXTRA_OBJS) $(ASSETS_OBJ) $(BUILD)/libattn.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o %.a,$^) $(SERVICE_LIBS) \
-	  $(SERVICE_PKG_LIBS) $(shell pkg-config --libs check libcurl) \
+	  $(SERVICE_PKG_LIBS) $(shell pkg-config --libs check libcurl jansson) \
 	  $(BLAS_LIBS) -lm -lpthread
 
 .PHONY: serve test-service test-service-asan
