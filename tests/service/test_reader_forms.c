@@ -18,27 +18,22 @@
 #include <string.h>
 
 #include "json/json.h"
+#include "json/text.h"
 #include "test_service.h"
 
 /* -- a growable text and the numbers written into it ------------------- */
 
+/* The body in the service's text buffer (json/text.h; zeroed is empty). */
 typedef struct rf_text {
-    char *s;
-    size_t len, cap;
-    /* where each number starts and ends in s, in order */
+    text_buf text;
+    /* where each number starts and ends in text, in order */
     size_t *at, *to, count, room;
 } rf_text;
 
 static void rf_put(rf_text *t, const char *s, size_t n)
 {
-    if (t->len + n + 1 > t->cap) {
-        t->cap = (t->len + n + 1) * 2;
-        t->s = realloc(t->s, t->cap);
-        ck_assert_ptr_nonnull(t->s);
-    }
-    memcpy(t->s + t->len, s, n);
-    t->len += n;
-    t->s[t->len] = '\0';
+    text_append(&t->text, s, n);
+    ck_assert(!text_failed(&t->text));
 }
 
 static void rf_puts(rf_text *t, const char *s)
@@ -55,14 +50,14 @@ static void rf_number(rf_text *t, const char *num)
         t->to = realloc(t->to, t->room * sizeof *t->to);
         ck_assert(t->at != NULL && t->to != NULL);
     }
-    t->at[t->count] = t->len;
+    t->at[t->count] = t->text.len;
     rf_puts(t, num);
-    t->to[t->count++] = t->len;
+    t->to[t->count++] = t->text.len;
 }
 
 static void rf_free(rf_text *t)
 {
-    free(t->s);
+    text_free(&t->text);
     free(t->at);
     free(t->to);
     memset(t, 0, sizeof *t);
@@ -119,7 +114,7 @@ static float rf_want(const rf_text *t, size_t i)
     float v;
 
     ck_assert_uint_lt(n, sizeof one);
-    memcpy(one, t->s + t->at[i], n);
+    memcpy(one, t->text.data + t->at[i], n);
     one[n] = '\0';
     v = strtof(one, &e);
     ck_assert_msg(*e == '\0', "'%s' is not all a number", one);
@@ -141,7 +136,7 @@ static void rf_check(const rf_text *t, size_t rows, size_t cols,
 
         memset(&err, 0, sizeof err);
         codec__row_isa(isa);
-        codec_reader_init(&r, t->s, t->len, NULL);
+        codec_reader_init(&r, t->text.data, t->text.len, NULL);
         ck_assert_msg(codec_array_parse(&r, "/x", "[n][d_model]",
                                         CODEC_LEAF_F32, 2, 2, &a, &err) == 0,
                       "%s, row loop %d: %s", what, isa, err.message);
@@ -153,7 +148,7 @@ static void rf_check(const rf_text *t, size_t rows, size_t cols,
             ck_assert_msg(memcmp(&want, &got, sizeof want) == 0,
                           "%s, row loop %d, value %zu '%.*s': read %a, "
                           "strtof %a", what, isa, i,
-                          (int)(t->to[i] - t->at[i]), t->s + t->at[i],
+                          (int)(t->to[i] - t->at[i]), t->text.data + t->at[i],
                           (double)got, (double)want);
         }
         codec_array_clear(&a);
