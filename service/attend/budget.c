@@ -45,7 +45,7 @@ int codec__budget(codec_request *req, const limits_config *lim,
     const attn_params *p = &req->p;
     attn_extras ex = {0};
     uint64_t cost = 0, ws = 0, bytes;
-    int rc;
+    attn_status rc;
 
     rc = attn_flops(p, &req->flops);
     if (rc == ATTN_OK)

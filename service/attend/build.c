@@ -312,7 +312,8 @@ int codec__build(codec__fields *f, codec_request *req, codec_error *err)
 {
     attn_params *p = &req->p;
     const attn_dims *d = &p->dims;
-    int oi = f->weight_layout == 1, b3 = f->x.rank == 3, oom = 0, rc;
+    int oi = f->weight_layout == 1, b3 = f->x.rank == 3, oom = 0;
+    attn_status rc;
     unsigned char *sh = f->shared;
 
     p->mask = (attn_mask)f->mask;

@@ -49,7 +49,8 @@ static int codec__run_one(codec_request *req, const attn_executor *exec,
     uint32_t *top_index = NULL;
     float *top_weight = NULL;
     double *sim = NULL, t0, t1;
-    int rc, oom;
+    attn_status rc;
+    int oom;
 
     codec__results_free(req);
     rc = attn_output_sizes(&req->p, &out_n, &w_n);
