@@ -238,6 +238,8 @@ static inline int codec_json_number_fast(const char *p, const char *end,
         if (mant == 0) /* "0.000345...": the zeros are not digits to keep */
             while (p < end && *p == '0')
                 p++;
+        if (p - point > 1000)
+            return 0;
         frac = (int)(p - point) + codec__read_digits(&p, end, &mant, &count);
         if (frac == 0)
             return 0;
