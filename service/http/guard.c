@@ -144,11 +144,16 @@ static void guard__log(guard *g, size_t slot, const char *what,
     text_free(&extra);
 }
 
+void guard__log_close(guard *g, metrics_close why, const char *peer)
+{
+    guard__log(g, (size_t)why, "connection closed", metrics_close_name(why),
+               peer);
+}
+
 void guard__closed(guard *g, metrics_close why, const char *peer)
 {
     metrics_closed(g->m, why);
-    guard__log(g, (size_t)why, "connection closed", metrics_close_name(why),
-               peer);
+    guard__log_close(g, why, peer);
 }
 
 /* -- the table ---------------------------------------------------------- */
@@ -332,6 +337,7 @@ int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
             guard__closed(g, METRICS_CLOSED_IDLE_EVICTED, peer);
         if (why < 0)
             return fd;
+        metrics_refused(g->m, (metrics_refusal)why);
         guard__answer(g, fd, 503, "unavailable",
                       why == METRICS_REFUSED_PER_IP
                           ? "too many connections from this address: the "
@@ -340,7 +346,6 @@ int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
                             "--max-connections",
                       NULL);
         guard__sys_close(fd);
-        metrics_refused(g->m, (metrics_refusal)why);
         guard__peer(&ss, peer, sizeof peer);
         guard__log(g, METRICS_CLOSED_COUNT + (size_t)why,
                    "connection refused", metrics_refusal_name((metrics_refusal)why),
@@ -373,6 +378,12 @@ int close(int fd)
  * recv returns meanwhile. */
 static ssize_t guard__refuse(guard_conn *gc)
 {
+    /* Counted before it is answered, so a client that has its answer
+     * finds it counted: as an answered request like any other error, and
+     * as a connection closed for its framing. */
+    metrics_request_begin(gc->g->m);
+    metrics_request_end(gc->g->m, "other", gc->reject.status, 0, 0, 0);
+    guard__closed(gc->g, METRICS_CLOSED_FRAMING, gc->peer);
     if (!atomic_load(&gc->responded))
         guard__answer(gc->g, gc->fd, gc->reject.status, gc->reject.code,
                       gc->reject.message, gc->fr.origin);
@@ -384,10 +395,6 @@ static ssize_t guard__refuse(guard_conn *gc)
         gc->g->dead++;
         pthread_mutex_unlock(&guard__mu);
     }
-    /* Counted as an answered request like any other error. */
-    metrics_request_begin(gc->g->m);
-    metrics_request_end(gc->g->m, "other", gc->reject.status, 0, 0, 0);
-    guard__closed(gc->g, METRICS_CLOSED_FRAMING, gc->peer);
     return recv(gc->fd, NULL, 0, 0);
 }
 

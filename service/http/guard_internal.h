@@ -103,8 +103,10 @@ static inline int64_t guard__now(void)
  * close, without blocking. */
 void guard__answer(const guard *g, int fd, int status, const char *code,
                    const char *message, const char *origin);
-/* Counts and logs (rate-limited) a close; called without guard__mu. */
+/* Counts and logs (rate-limited) a close; called without guard__mu.
+ * guard__log_close only logs (for a close counted already). */
 void guard__closed(guard *g, metrics_close why, const char *peer);
+void guard__log_close(guard *g, metrics_close why, const char *peer);
 /* Shuts a connection down (under guard__mu). */
 void guard__kill(guard_conn *gc);
 /* Drops fd's connection (under guard__mu); returns it to be freed. */

@@ -72,6 +72,10 @@ int guard_request_cut(const guard_conn *gc)
 static void guard__cut(guard_conn *gc, metrics_close why, int status,
                        const char *code, const char *message)
 {
+    /* Counted before the answer leaves, so a client that has it finds it
+     * counted (the metrics' lock is never held while guard__mu is taken,
+     * so taking it here is safe); logged later, outside guard__mu. */
+    metrics_closed(gc->g->m, why);
     if (status && !atomic_load(&gc->responded)) {
         atomic_store(&gc->responded, true);
         guard__answer(gc->g, gc->fd, status, code, message, gc->fr.origin);
@@ -213,7 +217,7 @@ void guard_request_cut_off(guard_conn *gc, metrics_close why, int status,
     guard__cut(gc, why, status, code, message);
     memcpy(peer, gc->peer, sizeof peer);
     pthread_mutex_unlock(&guard__mu);
-    guard__closed(gc->g, why, peer);
+    guard__log_close(gc->g, why, peer);
 }
 
 static void guard__sweep_and_report(guard *g)
@@ -225,7 +229,7 @@ static void guard__sweep_and_report(guard *g)
     size_t n = guard__sweep(g, closed, peers, CAP);
     pthread_mutex_unlock(&guard__mu);
     for (size_t i = 0; i < n; i++)
-        guard__closed(g, closed[i], peers[i]);
+        guard__log_close(g, closed[i], peers[i]);
 }
 
 static void *guard__main(void *arg)
