@@ -490,7 +490,7 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
                 _mm512_or_si512(v, _mm512_set1_epi8(0x20)),
                 _mm512_set1_epi8('e')); /* 'e' or 'E' */
             uint64_t ws = codec__row_blanks(v);
-            uint64_t tok, fin, aft, items, seq, er, fr, edg;
+            uint64_t tok, fin, aft, er, fr, edg;
 
             if (!any)
                 break; /* codec_json_row: the general reader's */
@@ -509,21 +509,15 @@ CODEC__ROW512_TARGET static size_t codec__row_avx512(const char **pp,
             fr = ((aft | ex) - (pt << 1)) & tok; /* after a point */
             mdg = dg & ~er;
             edg = dg & er;
-            /* in order, the numbers' first bytes and the separators
-             * alternate from a first byte: the first item out of turn is
-             * an empty number (",," or ", ,") */
-            items = st | ends;
-            seq = _pext_u64(st, items) ^
-                  (UINT64_C(0x5555555555555555) &
-                   _bzhi_u64(~UINT64_C(0),
-                             (unsigned)__builtin_popcountll(items)));
-            bad = seq ? _pdep_u64(seq & -seq, items) : 0;
+            /* each separator right after a number and each number right
+             * before a separator: no empty number (",,", ", ,"), no blank
+             * after one (the last of an indented row: the general
+             * reader's) */
+            bad = ends ^ aft;
             bad |= (tok & ~(dg | pt | mn | pl | ex)) | /* another byte */
                    (first & ~dg) |                     /* no first digit */
                    (mn & ~(st | (ex << 1))) |          /* misplaced signs */
                    (pl & ~(ex << 1)) |
-                   (aft & ~ends) | /* a blank after a number: the general
-                                      reader's (one a row, indented) */
                    ((pt << 1) & ~dg) |             /* no digit after a point */
                    ((ex << 1) & ~(dg | mn | pl)) | /* nor after an 'e' */
                    ((((ex << 1) & (mn | pl)) << 1) & ~dg) | /* nor its sign */
