@@ -65,12 +65,48 @@ START_TEST(test_metrics_aborted_request_not_counted_by_status)
 }
 END_TEST
 
+static void fake_gauges(void *ctx, metrics_gauges *out)
+{
+    (void)ctx;
+    out->open = 7;
+    out->idle = 5;
+    out->buffered_bytes = 1234;
+}
+
+START_TEST(test_metrics_connection_counts_and_gauges)
+{
+    metrics *m = metrics_new();
+    ck_assert_ptr_nonnull(m);
+    metrics_set_gauges_fn(m, fake_gauges, NULL);
+    metrics_refused(m, METRICS_REFUSED_PER_IP);
+    metrics_refused(m, METRICS_REFUSED_PER_IP);
+    metrics_closed(m, METRICS_CLOSED_HEADER_TIMEOUT);
+    metrics_closed(m, METRICS_CLOSED_SLOW_READ);
+    metrics_cancelled(m);
+    char *t = metrics_render(m, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_double_eq(ts_metric(t, "attnd_connections_open"), 7);
+    ck_assert_double_eq(ts_metric(t, "attnd_connections_idle"), 5);
+    ck_assert_double_eq(ts_metric(t, "attnd_buffered_bytes"), 1234);
+    ck_assert_double_eq(ts_metric(t, "attnd_connections_refused_total{reason=\"per_ip\"}"), 2);
+    ck_assert_double_eq(ts_metric(t, "attnd_connections_refused_total{reason=\"full\"}"), 0);
+    ck_assert_double_eq(ts_metric(t, "attnd_connections_closed_total{reason=\"header_timeout\"}"), 1);
+    ck_assert_double_eq(ts_metric(t, "attnd_connections_closed_total{reason=\"slow_read\"}"), 1);
+    ck_assert_double_eq(ts_metric(t, "attnd_connections_closed_total{reason=\"budget\"}"), 0);
+    ck_assert_double_eq(ts_metric(t, "attnd_compute_cancelled_total"), 1);
+    ck_assert_str_eq(metrics_close_name(METRICS_CLOSED_IDLE_EVICTED), "idle_evicted");
+    free(t);
+    metrics_free(m);
+}
+END_TEST
+
 Suite *metrics_suite(void)
 {
     Suite *s = suite_create("metrics");
     TCase *t = tcase_create("metrics");
     tcase_add_test(t, test_metrics_counts_and_buckets);
     tcase_add_test(t, test_metrics_aborted_request_not_counted_by_status);
+    tcase_add_test(t, test_metrics_connection_counts_and_gauges);
     suite_add_tcase(s, t);
     return s;
 }
