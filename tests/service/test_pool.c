@@ -169,6 +169,47 @@ START_TEST(test_pool_small_run_not_queued_behind_big)
 }
 END_TEST
 
+/* Counts its calls; the third one sets the cancel flag. */
+typedef struct cancel_probe {
+    atomic_size_t calls;
+    atomic_bool *flag;
+} cancel_probe;
+
+static void cancel_task(void *arg, size_t i, size_t worker)
+{
+    (void)i;
+    (void)worker;
+    cancel_probe *p = arg;
+    if (atomic_fetch_add(&p->calls, 1) + 1 == 3)
+        atomic_store(p->flag, true);
+}
+
+START_TEST(test_pool_cancel_skips_the_remaining_tasks)
+{
+    pool *p;
+    ck_assert_int_eq(pool_new(2, &p), 0);
+    const attn_executor *ex = pool_executor(p);
+    atomic_bool flag;
+    atomic_init(&flag, false);
+    cancel_probe probe = {.flag = &flag};
+    atomic_init(&probe.calls, 0);
+    pool_set_cancel(&flag);
+    ex->run(ex->ctx, 1000, cancel_task, &probe);
+    /* The run returns; the tasks claimed after the flag was set were
+     * skipped (2 workers: at most one more was already running). */
+    ck_assert_uint_le(atomic_load(&probe.calls), 4);
+    ck_assert_uint_ge(atomic_load(&probe.calls), 3);
+    /* A later run on a cancelled flag runs nothing; without one, all. */
+    atomic_store(&probe.calls, 0);
+    ex->run(ex->ctx, 100, cancel_task, &probe);
+    ck_assert_uint_eq(atomic_load(&probe.calls), 0);
+    pool_set_cancel(NULL);
+    ex->run(ex->ctx, 100, cancel_task, &probe);
+    ck_assert_uint_eq(atomic_load(&probe.calls), 100);
+    pool_free(p);
+}
+END_TEST
+
 START_TEST(test_pool_zero_workers_refused)
 {
     pool *p = (pool *)1;
@@ -185,6 +226,7 @@ Suite *pool_suite(void)
     tcase_add_test(t, test_pool_nested_run_does_not_deadlock);
     tcase_add_test(t, test_pool_small_run_not_queued_behind_big);
     tcase_add_test(t, test_pool_zero_workers_refused);
+    tcase_add_test(t, test_pool_cancel_skips_the_remaining_tasks);
     suite_add_tcase(s, t);
     return s;
 }
