@@ -23,7 +23,7 @@ a variant is the median of its meta.elapsed_ms over the rounds. Printed:
 each variant's median and range, the attention parts, their ratio no window
 / window 255 at n = 8192 (goal >= 8x; the flop ratio is 16x) and window 255
 n = 16384 / n = 8192 (goal <= 2.5x; linear is 2x), each also per round
-(min .. max), and the same ratios from each variant's fastest round (on a
+(the middle half of the rounds' ratios), and the same ratios from each variant's fastest round (on a
 shared machine the least disturbed one). Beside them, the same ratios from
 the CPU time attnd's threads ran for each request (the sum of
 /proc/PID/task/*/schedstat, nanoseconds; it holds the body's reading and
@@ -173,6 +173,16 @@ def cpu_ns(pid):
     return total
 
 
+def middle_half(vals):
+    """The 25th and 75th percentiles: where the middle half of the
+    per-round ratios lie (their extremes are ratios of two noisy small
+    differences)."""
+    if len(vals) < 2:
+        return (vals[0], vals[0]) if vals else (float("nan"),) * 2
+    q = statistics.quantiles(vals, n=4)
+    return q[0], q[2]
+
+
 def med_range(vals):
     return "%8.1f ms  (%.1f .. %.1f)" % (statistics.median(vals), min(vals),
                                           max(vals))
@@ -291,7 +301,8 @@ def main():
             "%.1f ms" % att[name] if name in att else "(projections)"))
 
     def rng(vals):
-        return "%.1fx .. %.1fx" % (min(vals), max(vals)) if vals else "-"
+        return ("middle half %.1fx .. %.1fx" % middle_half(vals)
+                if vals else "-")
 
     print("no window / window %d, n = 8192, attention part: %.1fx (goal >= "
           "%.0fx): %s; per round %s" % (
