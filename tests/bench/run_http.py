@@ -73,8 +73,6 @@ WORKLOADS = [
 ]
 
 
-
-
 def cases():
     """(case, workload name, number form, title, how timed, goal) for each
     body that is timed, the long form of a workload before its short form;
@@ -236,8 +234,8 @@ class Server:
             try:
                 with open("/proc/%d/stat" % pid) as f:
                     fields = f.read().rsplit(")", 1)[1].split()
-                out[pid] = ((int(fields[11]) + int(fields[12]))  # utime, stime
-                            / os.sysconf("SC_CLK_TCK"))
+                ticks = int(fields[11]) + int(fields[12])  # utime, stime
+                out[pid] = ticks / os.sysconf("SC_CLK_TCK")
             except (OSError, IndexError, ValueError):
                 pass
         return out

@@ -23,13 +23,13 @@ a variant is the median of its meta.elapsed_ms over the rounds. Printed:
 each variant's median and range, the attention parts, their ratio no window
 / window 255 at n = 8192 (goal >= 8x; the flop ratio is 16x) and window 255
 n = 16384 / n = 8192 (goal <= 2.5x; linear is 2x), each also per round
-(the middle half of the rounds' ratios), and the same ratios from each variant's fastest round (on a
-shared machine the least disturbed one). Beside them, the same ratios from
-the CPU time attnd's threads ran for each request (the sum of
-/proc/PID/task/*/schedstat, nanoseconds; it holds the body's reading and
-the answer's writing too, alike for the variants of one n): wall time
-stretches when other work on the machine takes a core from the compute
-threads, CPU time hardly does. Figures, never a failure on a time. Writes
+(the middle half of the rounds' ratios), and the same ratios from each
+variant's fastest round (on a shared machine the least disturbed one).
+Beside them, the same ratios from the CPU time attnd's threads ran for
+each request (the sum of /proc/PID/task/*/schedstat, nanoseconds; it holds
+the body's reading and the answer's writing too, alike for the variants of
+one n): wall time stretches when other work on the machine takes a core
+from the compute threads, CPU time hardly does. Figures, never a failure on a time. Writes
 OUT/window.json.
 
 attnd runs with its defaults; if its work limit (--max-flops) refuses a
