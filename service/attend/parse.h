@@ -67,6 +67,29 @@ typedef struct codec__fields {
     unsigned char seen[F_COUNT], shared[F_COUNT];
 } codec__fields;
 
+/* Counts above this are read as this (every limit is far below it). */
+#define CODEC__COUNT_MAX ((size_t)1000000000000000ULL)
+
+/* values.c: where each field lives in codec__fields, by id. */
+typedef struct codec__slot {
+    size_t offset, size;
+} codec__slot;
+extern const codec__slot codec__slots[F_COUNT];
+
+/* values.c: parses the value of field `id` at r->p into f; ptr is its
+ * JSON Pointer. 0, or -1 with err filled. */
+int codec__field(codec_reader *r, int id, codec__fields *f, const char *ptr,
+                 codec_error *err);
+
+/* values.c: reports key[0..len) of an object at `where` as unknown
+ * (what: "field", "key"), naming the closest of keys within two edits. */
+void codec__unknown(const char *where, const char *key, size_t len,
+                    const char *const *keys, const char *what,
+                    codec_error *err);
+
+/* values.c: "out of memory while parsing the request" (503). */
+void codec__parse_oom(codec_error *err);
+
 /* Frees what f owns (not what it shares); f is then empty. */
 void codec__fields_free(codec__fields *f);
 
