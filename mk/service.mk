@@ -8,7 +8,7 @@
 #                                (PORT=N make run: port N; default
 #                                0.0.0.0:8080)
 #   make test-service[-asan]     the service suites (ASan+UBSan twin)
-#   make test-service-tsan       the pool, metrics, store and v2 suites
+#   make test-service-tsan       the pool, metrics, store, v2 and HTTP suites
 #                                built with ThreadSanitizer (build/tsan)
 #
 # Read after mk/codec.mk, which adds SERVICE_EXTRA_OBJS (objects built
@@ -73,7 +73,7 @@ test-service-asan:
 # so a race between the server's threads and the test's is seen); a report
 # fails the run (halt_on_error). OpenBLAS is uninstrumented: the server
 # keeps it on the calling thread.
-TSAN_SUITES := pool metrics store v2
+TSAN_SUITES := pool metrics store v2 http
 test-service-tsan:
 	$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread \
 	  build/tsan/tests/test_service build/tsan/attnd
