@@ -17,6 +17,10 @@
     X(NOT_FOUND, 404, "not_found")                                            \
     X(UNAVAILABLE, 503, "unavailable")                                        \
     X(BAD_REQUEST, 400, "bad_request")                                        \
+    X(REQUEST_TIMEOUT, 408, "request_timeout")                                \
+    X(URI_TOO_LONG, 414, "too_large")                                         \
+    X(HEADERS_TOO_LARGE, 431, "too_large")                                    \
+    X(UNSUPPORTED_VERSION, 505, "unsupported_version")                        \
     X(INTERNAL, 500, "internal")
 
 typedef enum errors_kind {

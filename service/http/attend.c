@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
 #include "http/internal.h"
 
 /* Streamed /attend responses are produced in blocks of this size. */
@@ -110,8 +111,10 @@ static void http__refuse_body(http_request *r, bool budget)
                  "the request body is over the limit --max-body-bytes "
                  "(ATTND_MAX_BODY_BYTES) of %zu bytes",
                  srv->cfg.limits.max_body_bytes);
-    r->status = budget ? 503 : 413;
-    r->error_code = budget ? "unavailable" : "too_large";
+    r->status = errors_http_status(budget ? ERRORS_UNAVAILABLE
+                                          : ERRORS_TOO_LARGE);
+    r->error_code = errors_code(budget ? ERRORS_UNAVAILABLE
+                                       : ERRORS_TOO_LARGE);
     r->cut = true;
     guard_request_cut_off(r->gc,
                           budget ? METRICS_CLOSED_BUDGET

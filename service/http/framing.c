@@ -10,15 +10,17 @@
  * (RFC 9112 2.2 lets a recipient accept LF). */
 #include "http/framing.h"
 
+#include "errors.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-static void framing__fail(framing_error *err, int status, const char *code,
+static void framing__fail(framing_error *err, errors_kind kind,
                           const char *msg)
 {
-    err->status = status;
-    err->code = code;
+    err->status = errors_http_status(kind);
+    err->code = errors_code(kind);
     snprintf(err->message, sizeof err->message, "%s", msg);
 }
 
@@ -72,7 +74,7 @@ static bool framing__field(const char *l, size_t n, framing_error *err,
                            const char **value, size_t *value_len)
 {
     if (n && (l[0] == ' ' || l[0] == '\t')) {
-        framing__fail(err, 400, "bad_request",
+        framing__fail(err, ERRORS_BAD_REQUEST,
                       "obs-fold (a header line that begins with whitespace) "
                       "is not accepted");
         return false;
@@ -81,7 +83,7 @@ static bool framing__field(const char *l, size_t n, framing_error *err,
     while (i < n && framing__tchar((unsigned char)l[i]))
         i++;
     if (i == n || l[i] != ':') {
-        framing__fail(err, 400, "bad_request",
+        framing__fail(err, ERRORS_BAD_REQUEST,
                       i < n && (l[i] == ' ' || l[i] == '\t')
                           ? "whitespace between a header name and its colon "
                             "is not accepted"
@@ -90,7 +92,7 @@ static bool framing__field(const char *l, size_t n, framing_error *err,
         return false;
     }
     if (i == 0) {
-        framing__fail(err, 400, "bad_request", "a header has an empty name");
+        framing__fail(err, ERRORS_BAD_REQUEST, "a header has an empty name");
         return false;
     }
     *name = l;
@@ -99,7 +101,7 @@ static bool framing__field(const char *l, size_t n, framing_error *err,
     *value_len = n - i - 1;
     framing__trim(value, value_len);
     if (!framing__value_ok(*value, *value_len)) {
-        framing__fail(err, 400, "bad_request",
+        framing__fail(err, ERRORS_BAD_REQUEST,
                       "a header value holds a control character");
         return false;
     }
@@ -120,12 +122,12 @@ static bool framing__head(framing *f, const char *buf, size_t len,
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     size_t n;
     if (!framing__line(p, (size_t)(nl - p), &n)) {
-        framing__fail(err, 400, "bad_request",
+        framing__fail(err, ERRORS_BAD_REQUEST,
                       "a bare CR (not followed by LF) is not accepted");
         return false;
     }
     if (n > FRAMING_MAX_LINE) {
-        framing__fail(err, 414, "too_large",
+        framing__fail(err, ERRORS_URI_TOO_LONG,
                       "the request line is over 8192 bytes");
         return false;
     }
@@ -133,7 +135,7 @@ static bool framing__head(framing *f, const char *buf, size_t len,
      * any field is read, whatever it continues. */
     for (const char *q = nl + 1; q < end; q = (const char *)memchr(q, '\n', (size_t)(end - q)) + 1)
         if (*q == ' ' || *q == '\t') {
-            framing__fail(err, 400, "bad_request",
+            framing__fail(err, ERRORS_BAD_REQUEST,
                           "obs-fold (a header line that begins with "
                           "whitespace) is not accepted");
             return false;
@@ -149,13 +151,13 @@ static bool framing__head(framing *f, const char *buf, size_t len,
         p[t1] != ' ' || n - t1 - 1 != 8 || strncmp(p + t1 + 1, "HTTP/", 5) ||
         p[t1 + 6] < '0' || p[t1 + 6] > '9' || p[t1 + 7] != '.' ||
         p[t1 + 8] < '0' || p[t1 + 8] > '9') {
-        framing__fail(err, 400, "bad_request",
+        framing__fail(err, ERRORS_BAD_REQUEST,
                       "the request line must be: method, one space, target, "
                       "one space, HTTP/x.y");
         return false;
     }
     if (p[t1 + 6] != '1' || (p[t1 + 8] != '0' && p[t1 + 8] != '1')) {
-        framing__fail(err, 505, "unsupported_version",
+        framing__fail(err, ERRORS_UNSUPPORTED_VERSION,
                       "only HTTP/1.0 and HTTP/1.1 are served");
         return false;
     }
@@ -167,7 +169,7 @@ static bool framing__head(framing *f, const char *buf, size_t len,
     for (p = nl + 1; p < end; p = nl + 1) {
         nl = memchr(p, '\n', (size_t)(end - p));
         if (!framing__line(p, (size_t)(nl - p), &n)) {
-            framing__fail(err, 400, "bad_request",
+            framing__fail(err, ERRORS_BAD_REQUEST,
                           "a bare CR (not followed by LF) is not accepted");
             return false;
         }
@@ -179,7 +181,7 @@ static bool framing__head(framing *f, const char *buf, size_t len,
             return false;
         if (framing__is(name, name_len, "Content-Length")) {
             if (value_len == 0 || strspn(value, "0123456789") < value_len) {
-                framing__fail(err, 400, "bad_request",
+                framing__fail(err, ERRORS_BAD_REQUEST,
                               memchr(value, ',', value_len)
                                   ? "Content-Length must be one number, "
                                     "not a list"
@@ -189,13 +191,13 @@ static bool framing__head(framing *f, const char *buf, size_t len,
             }
             if (value_len > 18) {
                 /* A number, but more than any body accepted here. */
-                framing__fail(err, 413, "too_large",
+                framing__fail(err, ERRORS_TOO_LARGE,
                               "Content-Length has more than 18 digits, "
                               "over any --max-body-bytes");
                 return false;
             }
             if (cl && (cl_len != value_len || memcmp(cl, value, value_len))) {
-                framing__fail(err, 400, "bad_request",
+                framing__fail(err, ERRORS_BAD_REQUEST,
                               "a request may not carry differing "
                               "Content-Length headers");
                 return false;
@@ -216,7 +218,7 @@ static bool framing__head(framing *f, const char *buf, size_t len,
         }
     }
     if (host_count > 1) {
-        framing__fail(err, 400, "bad_request",
+        framing__fail(err, ERRORS_BAD_REQUEST,
                       "a request may carry one Host header");
         return false;
     }
@@ -232,7 +234,7 @@ static bool framing__head(framing *f, const char *buf, size_t len,
         else if (!framing__is(te, te_len, "chunked"))
             why = "unsupported Transfer-Encoding: only chunked is accepted";
         if (why) {
-            framing__fail(err, 400, "bad_request", why);
+            framing__fail(err, ERRORS_BAD_REQUEST, why);
             return false;
         }
         f->state = FRAMING_CHUNK_SIZE;
@@ -288,7 +290,7 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
                     if (k == 1 || p[1] == '\n') {
                         f->blank += k;
                         if (f->blank > 64) {
-                            framing__fail(err, 400, "bad_request",
+                            framing__fail(err, ERRORS_BAD_REQUEST,
                                           "more than 64 bytes of empty "
                                           "lines before a request");
                             return pos;
@@ -304,15 +306,15 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
             if (!e) {
                 const char *nl = memchr(p, '\n', avail);
                 if (!nl && avail > FRAMING_MAX_LINE)
-                    framing__fail(err, 414, "too_large",
+                    framing__fail(err, ERRORS_URI_TOO_LONG,
                                   "the request line is over 8192 bytes");
                 else if (avail > FRAMING_MAX_HEAD)
-                    framing__fail(err, 431, "too_large",
+                    framing__fail(err, ERRORS_HEADERS_TOO_LARGE,
                                   "the request head is over 16384 bytes");
                 return pos;
             }
             if (e > FRAMING_MAX_HEAD) {
-                framing__fail(err, 431, "too_large",
+                framing__fail(err, ERRORS_HEADERS_TOO_LARGE,
                               "the request head is over 16384 bytes");
                 return pos;
             }
@@ -342,7 +344,7 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
             } else if (p[0] == '\r' && p[1] == '\n') {
                 pos += 2;
             } else {
-                framing__fail(err, 400, "bad_request",
+                framing__fail(err, ERRORS_BAD_REQUEST,
                               "chunk data must be followed by CRLF");
                 return pos;
             }
@@ -353,14 +355,14 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
             const char *nl = memchr(p, '\n', avail);
             if (!nl) {
                 if (avail > 4096)
-                    framing__fail(err, 400, "bad_request",
+                    framing__fail(err, ERRORS_BAD_REQUEST,
                                   "a chunk-size or trailer line is over "
                                   "4096 bytes");
                 return pos;
             }
             size_t n, line = (size_t)(nl - p) + 1;
             if (!framing__line(p, line - 1, &n)) {
-                framing__fail(err, 400, "bad_request",
+                framing__fail(err, ERRORS_BAD_REQUEST,
                               "a bare CR (not followed by LF) is not "
                               "accepted");
                 return pos;
@@ -387,7 +389,7 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
                 if (d < 0)
                     break;
                 if (size >> 56) {
-                    framing__fail(err, 400, "bad_request",
+                    framing__fail(err, ERRORS_BAD_REQUEST,
                                   "a chunk size is over 2^60");
                     return pos;
                 }
@@ -398,7 +400,7 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
                 j++;
             if (i == 0 || (j < n && p[j] != ';') ||
                 !framing__value_ok(p + j, n - j)) {
-                framing__fail(err, 400, "bad_request",
+                framing__fail(err, ERRORS_BAD_REQUEST,
                               "a chunk-size line must be hex digits and "
                               "optional extensions");
                 return pos;

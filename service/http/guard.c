@@ -2,6 +2,7 @@
  * accept4, recv and close it calls, and the table of connections by
  * descriptor. The deadlines and the lifecycle are in sweep.c. */
 #define _GNU_SOURCE /* accept4 */
+#include "errors.h"
 #include "http/guard.h"
 
 #include <arpa/inet.h>
@@ -338,7 +339,8 @@ int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
         if (why < 0)
             return fd;
         metrics_refused(g->m, (metrics_refusal)why);
-        guard__answer(g, fd, 503, "unavailable",
+        guard__answer(g, fd, errors_http_status(ERRORS_UNAVAILABLE),
+                      errors_code(ERRORS_UNAVAILABLE),
                       why == METRICS_REFUSED_PER_IP
                           ? "too many connections from this address: the "
                             "limit --max-connections-per-ip"
@@ -484,8 +486,9 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
                     atomic_fetch_add(&gc->rx, (uint64_t)r);
                 if (!gc->in_ready && gc->in_len == GUARD__IN_CAP &&
                     !gc->reject.status) {
-                    gc->reject.status = 431;
-                    gc->reject.code = "too_large";
+                    gc->reject.status =
+                        errors_http_status(ERRORS_HEADERS_TOO_LARGE);
+                    gc->reject.code = errors_code(ERRORS_HEADERS_TOO_LARGE);
                     snprintf(gc->reject.message, sizeof gc->reject.message,
                              "the request head is over %d bytes",
                              FRAMING_MAX_HEAD);

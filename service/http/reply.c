@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "errors.h"
 #include "http/internal.h"
 
 /* Browsers cache a preflight answer this many seconds. */
@@ -84,7 +85,7 @@ enum MHD_Result http__send_error(http_request *r,
     if (status == 503)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER,
                                 HTTP__RETRY_AFTER);
-    r->error_code = body ? errors_code(e->kind) : "unavailable";
+    r->error_code = errors_code(body ? e->kind : ERRORS_UNAVAILABLE);
     return http__queue(r, c, status, resp, len);
 }
 

@@ -432,8 +432,9 @@ static void http__completed(void *cls, struct MHD_Connection *c,
     int cut = r->gc ? guard_request_cut(r->gc) : 0;
     if (cut && !r->status && cut - 1 != METRICS_CLOSED_SLOW_READ) {
         bool shutdown = cut - 1 == METRICS_CLOSED_SHUTDOWN;
-        r->status = shutdown ? 503 : 408;
-        r->error_code = shutdown ? "unavailable" : "request_timeout";
+        errors_kind k = shutdown ? ERRORS_UNAVAILABLE : ERRORS_REQUEST_TIMEOUT;
+        r->status = errors_http_status(k);
+        r->error_code = errors_code(k);
     }
     if (r->gc)
         guard_request_end(r->gc);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "errors.h"
 #include "http/guard_internal.h"
 
 /* -- the stages of a request -------------------------------------------- */
@@ -152,33 +153,37 @@ static size_t guard__sweep(guard *g, metrics_close *closed, char (*peers)[INET6_
         if (g->closing_all) {
             if (c->cancel)
                 atomic_store(c->cancel, true);
-            guard__cut(c, METRICS_CLOSED_SHUTDOWN, body ? 503 : 0,
-                       "unavailable", "shutting down: the request was cut off");
+            guard__cut(c, METRICS_CLOSED_SHUTDOWN,
+                       body ? errors_http_status(ERRORS_UNAVAILABLE) : 0,
+                       errors_code(ERRORS_UNAVAILABLE),
+                       "shutting down: the request was cut off");
             why = METRICS_CLOSED_SHUTDOWN;
         } else if (g->closing_idle && (app == GUARD__APP_NONE || body)) {
             guard__cut(c, METRICS_CLOSED_SHUTDOWN,
-                       body || t_head ? 503 : 0, "unavailable",
+                       body || t_head ? errors_http_status(ERRORS_UNAVAILABLE)
+                                      : 0,
+                       errors_code(ERRORS_UNAVAILABLE),
                        "shutting down: not accepting new work");
             why = METRICS_CLOSED_SHUTDOWN;
         } else if (app == GUARD__APP_NONE && t_head &&
                    now - t_head > (int64_t)cfg->header_timeout_s * 1000000000LL) {
-            guard__cut(c, METRICS_CLOSED_HEADER_TIMEOUT, 408,
-                       "request_timeout",
+            guard__cut(c, METRICS_CLOSED_HEADER_TIMEOUT, errors_http_status(ERRORS_REQUEST_TIMEOUT),
+                       errors_code(ERRORS_REQUEST_TIMEOUT),
                        "the request head did not arrive within "
                        "--header-timeout");
             why = METRICS_CLOSED_HEADER_TIMEOUT;
         } else if (body) {
             if (now - atomic_load(&c->t_req) >
                 (int64_t)cfg->body_timeout_s * 1000000000LL) {
-                guard__cut(c, METRICS_CLOSED_BODY_TIMEOUT, 408,
-                           "request_timeout",
+                guard__cut(c, METRICS_CLOSED_BODY_TIMEOUT, errors_http_status(ERRORS_REQUEST_TIMEOUT),
+                           errors_code(ERRORS_REQUEST_TIMEOUT),
                            "the request body did not arrive within "
                            "--body-timeout");
                 why = METRICS_CLOSED_BODY_TIMEOUT;
             } else if (guard__slow(c, 1, atomic_load(&c->rx),
                                    cfg->min_body_rate, now, window)) {
-                guard__cut(c, METRICS_CLOSED_SLOW_BODY, 408,
-                           "request_timeout",
+                guard__cut(c, METRICS_CLOSED_SLOW_BODY, errors_http_status(ERRORS_REQUEST_TIMEOUT),
+                           errors_code(ERRORS_REQUEST_TIMEOUT),
                            "the request body arrived slower than "
                            "--min-body-rate");
                 why = METRICS_CLOSED_SLOW_BODY;

@@ -177,7 +177,10 @@ static double child_in_flight(uint16_t port)
 START_TEST(test_drain_sigterm_finishes_in_flight_and_exits_0)
 {
     child c;
-    const char *args[] = {"--drain-delay", "1", "--quiet", NULL};
+    /* the body stalls halfway on purpose, for as long as a loaded machine
+     * takes: the minimum body rate must not cut it */
+    const char *args[] = {"--drain-delay", "1", "--quiet", "--min-body-rate",
+                          "0", NULL};
     child_start(&c, args);
     ck_assert_int_eq(ts_get_status(c.port, "/readyz"), 200);
 
