@@ -455,12 +455,29 @@ def bench_workloads(servers, args, bodies, refs, answers, results):
                 best = results.get((kind, cid))
                 if how == "wrk":
                     seen = (best or {}).get("rounds_rps", []) + [r["rps"]]
+                    busy = (best or {}).get("rounds_busy", []) + [busy_of(r)]
                     if best is None or r["rps"] > best["rps"]:
                         best = r
-                    best["rounds_rps"] = seen
+                    best["rounds_rps"], best["rounds_busy"] = seen, busy
                 else:
                     best = r
                 results[(kind, cid)] = best
+
+
+def busy_of(r):
+    """How many of the server's processes did a quarter or more of its
+    work in a round (the peer: 1 or 2 uvicorn workers); None for attnd."""
+    shares = r.get("cpu_shares")
+    return sum(v >= 0.25 for v in shares) if shares else None
+
+
+def rounds_text(r):
+    """A server's requests/s of each round, the peer's marked with the
+    worker processes that served it."""
+    busy = r.get("rounds_busy") or [None] * len(r["rounds_rps"])
+    return " / ".join("%.1f%s" % (v, " (%d worker%s)" % (b, "s" * (b > 1))
+                                  if b else "")
+                      for v, b in zip(r["rounds_rps"], busy))
 
 
 def loadavg():
@@ -606,8 +623,7 @@ def report(args, results, peak, servers):
             "%.0f MiB" % a["peak_rss_mib"] if a else "-",
             "%.0f MiB" % p["peak_rss_mib"] if p else "-"))
     for cid, _name, _form, _label, how, _goal in cases():
-        cells = ["%s %s req/s" % (kind, " / ".join(
-                     "%.1f" % v for v in results[(kind, cid)]["rounds_rps"]))
+        cells = ["%s %s req/s" % (kind, rounds_text(results[(kind, cid)]))
                  for kind in servers
                  if (kind, cid) in results and
                  "rounds_rps" in results[(kind, cid)]]

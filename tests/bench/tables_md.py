@@ -91,12 +91,12 @@ def http_tables(res):
     for name in gen_requests.WORKLOADS:
         for form in gen_requests.forms(name):
             case = name if form == "b64" else "%s.%s" % (name, form)
-            rounds = [(k, res.get("%s/%s" % (k, case), {}).get("rounds_rps"))
+            rounds = [(k, res.get("%s/%s" % (k, case), {}))
                       for k in ("peer", "attnd")]
-            if all(r for _k, r in rounds):
+            if all(r.get("rounds_rps") for _k, r in rounds):
                 print("- workload %s, %s form: %s" % (
                     name[1:], form, "; ".join(
-                        "%s %s" % (k, " / ".join("%.1f" % v for v in r))
+                        "%s %s" % (k, run_http.rounds_text(r))
                         for k, r in rounds)))
     c = res.get("attnd/w4.long", {}).get("compute")
     if c:
