@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "http/assets.h"
+#include "json/json.h"
 #include "attend/codec.h"
 #include "errors.h"
 #include "log.h"
@@ -150,27 +151,6 @@ static enum MHD_Result http__get(http_request *r, struct MHD_Connection *c,
 }
 
 /* -- POST /attend -------------------------------------------------------- */
-
-/* Whether a Content-Type names JSON: application/json or application/...+json,
- * parameters such as charset allowed. */
-static bool http__is_json(const char *type)
-{
-    if (!type)
-        return false;
-    while (*type == ' ' || *type == '\t')
-        type++;
-    size_t len = strcspn(type, ";");
-    while (len && (type[len - 1] == ' ' || type[len - 1] == '\t'))
-        len--;
-    static const char app[] = "application/";
-    if (len < sizeof app - 1 || strncasecmp(type, app, sizeof app - 1))
-        return false;
-    const char *sub = type + sizeof app - 1;
-    size_t sub_len = len - (sizeof app - 1);
-    if (sub_len == 4 && !strncasecmp(sub, "json", 4))
-        return true;
-    return sub_len > 5 && !strncasecmp(sub + sub_len - 5, "+json", 5);
-}
 
 /* -- the access handler -------------------------------------------------- */
 
@@ -296,7 +276,7 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
     const char *type = MHD_lookup_connection_value(
         c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (r->route == HTTP__ROUTE_TENSORS ? !store_http_media_ok(type)
-                                        : !http__is_json(type))
+                                        : codec_media_of(type) != CODEC_MEDIA_JSON)
         return http__error(r, c, ERRORS_UNSUPPORTED_MEDIA_TYPE, NULL,
                            "expected Content-Type application/json%s, found "
                            "%s%.100s%s",

@@ -306,6 +306,16 @@ int codec_json_member(codec_reader *r, int *first, const char **key,
  * -1 on a syntax error. */
 int codec_json_element(codec_reader *r, int *first, codec_error *err);
 
+/* What a Content-Type names: JSON (application/json or application/...+json)
+ * or raw float32 bytes (application/octet-stream), parameters such as
+ * charset allowed, case-insensitive; anything else (or NULL) is other. */
+typedef enum codec_media {
+    CODEC_MEDIA_OTHER = 0,
+    CODEC_MEDIA_JSON = 1,
+    CODEC_MEDIA_OCTETS = 2
+} codec_media;
+codec_media codec_media_of(const char *type);
+
 /* The name of names[0..count) closest to key[0..len) within two edits
  * (insertions, deletions, substitutions, swaps of neighbours), for a "did
  * you mean" in messages; NULL when none is that close. */

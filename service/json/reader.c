@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 /* The powers of ten of codec__f32_of_decimal (json.h): the compiler
  * rounds each literal to the nearest double. */
@@ -550,4 +551,29 @@ int codec_json_skip(codec_reader *r, codec_error *err)
         codec_json_syntax(r, err, "unexpected character, expected a value");
         return -1;
     }
+}
+
+codec_media codec_media_of(const char *type)
+{
+    static const char app[] = "application/";
+    const char *sub;
+    size_t len, sub_len;
+
+    if (!type)
+        return CODEC_MEDIA_OTHER;
+    while (*type == ' ' || *type == '\t')
+        type++;
+    len = strcspn(type, ";");
+    while (len && (type[len - 1] == ' ' || type[len - 1] == '\t'))
+        len--;
+    if (len < sizeof app - 1 || strncasecmp(type, app, sizeof app - 1))
+        return CODEC_MEDIA_OTHER;
+    sub = type + sizeof app - 1;
+    sub_len = len - (sizeof app - 1);
+    if (sub_len == 12 && !strncasecmp(sub, "octet-stream", 12))
+        return CODEC_MEDIA_OCTETS;
+    if ((sub_len == 4 && !strncasecmp(sub, "json", 4)) ||
+        (sub_len > 5 && !strncasecmp(sub + sub_len - 5, "+json", 5)))
+        return CODEC_MEDIA_JSON;
+    return CODEC_MEDIA_OTHER;
 }

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "json/json.h"
 #include "json/text.h"
@@ -18,37 +17,9 @@
 /* How the accepted shapes read in messages. */
 #define STORE_HTTP__SHAPE_DOC "a tensor of rank 1 to 4"
 
-typedef enum store_http__media {
-    STORE_HTTP__OTHER,
-    STORE_HTTP__JSON,
-    STORE_HTTP__OCTETS
-} store_http__media;
-
-static store_http__media store_http__media_of(const char *type)
-{
-    if (!type)
-        return STORE_HTTP__OTHER;
-    while (*type == ' ' || *type == '\t')
-        type++;
-    size_t len = strcspn(type, ";");
-    while (len && (type[len - 1] == ' ' || type[len - 1] == '\t'))
-        len--;
-    static const char app[] = "application/";
-    if (len < sizeof app - 1 || strncasecmp(type, app, sizeof app - 1))
-        return STORE_HTTP__OTHER;
-    const char *sub = type + sizeof app - 1;
-    size_t sub_len = len - (sizeof app - 1);
-    if (sub_len == 12 && !strncasecmp(sub, "octet-stream", 12))
-        return STORE_HTTP__OCTETS;
-    if ((sub_len == 4 && !strncasecmp(sub, "json", 4)) ||
-        (sub_len > 5 && !strncasecmp(sub + sub_len - 5, "+json", 5)))
-        return STORE_HTTP__JSON;
-    return STORE_HTTP__OTHER;
-}
-
 bool store_http_media_ok(const char *content_type)
 {
-    return store_http__media_of(content_type) != STORE_HTTP__OTHER;
+    return codec_media_of(content_type) != CODEC_MEDIA_OTHER;
 }
 
 static int store_http__off(codec_error *err)
@@ -224,8 +195,8 @@ int store_http_post(store *s, const char *content_type, const char *shape_arg,
     memset(ans, 0, sizeof *ans);
     if (!s)
         return store_http__off(err);
-    store_http__media media = store_http__media_of(content_type);
-    if (media == STORE_HTTP__OTHER) {
+    codec_media media = codec_media_of(content_type);
+    if (media == CODEC_MEDIA_OTHER) {
         codec_error_set(err, ERRORS_UNSUPPORTED_MEDIA_TYPE, NULL,
                         "expected Content-Type application/json or "
                         "application/octet-stream, found %s%.100s%s",
@@ -240,7 +211,7 @@ int store_http_post(store *s, const char *content_type, const char *shape_arg,
     const float *values;
     size_t count, shape[4] = {0, 0, 0, 0};
     int rank;
-    if (media == STORE_HTTP__JSON) {
+    if (media == CODEC_MEDIA_JSON) {
         if (store_http__parse_json(body ? body : "", len, &a, err))
             return -1;
         values = a.data;
