@@ -393,43 +393,39 @@ int codec__build(codec__fields *f, codec_request *req, codec_error *err)
     return 0;
 }
 
+/* Adds a to the plan under name when it holds values. */
+static void codec__plan_add(codec__stored *plan, size_t *n, const char *name,
+                            const codec_array *a)
+{
+    codec__stored *t = &plan[*n];
+
+    if (a->data == NULL)
+        return;
+    t->name = name;
+    t->data = a->data;
+    t->count = a->count;
+    memcpy(t->shape, a->shape, sizeof a->shape);
+    t->rank = a->rank;
+    snprintf(t->ref, sizeof t->ref, "%s", a->ref);
+    (*n)++;
+}
+
 size_t codec__store_plan(codec__fields *f, codec__stored *plan)
 {
-    const struct {
-        const char *name;
-        const codec_array *a;
-    } all[] = {{"x", &f->x},
-               {"memory", &f->memory},
-               {"value", &f->value},
-               {"w_q", &f->w_q},
-               {"w_k", &f->w_k},
-               {"w_v", &f->w_v},
-               {"w_o", &f->w_o},
-               {"w_qkv", &f->w_qkv},
-               {"b_q", &f->b_q},
-               {"b_k", &f->b_k},
-               {"b_v", &f->b_v},
-               {"b_o", &f->b_o},
-               {"b_qkv", &f->b_qkv},
-               {"attn_bias", &f->attn_bias},
-               {"rope.inv_freq", &f->rope.inv_freq},
-               {"alibi.slopes", &f->alibi.slopes},
-               {"qk_norm.q_weight", &f->qk_norm.q_weight},
-               {"qk_norm.k_weight", &f->qk_norm.k_weight}};
-    size_t n = 0, i;
+    size_t n = 0;
+    int id;
 
-    for (i = 0; i < sizeof all / sizeof all[0]; i++) {
-        const codec_array *a = all[i].a;
-        if (a->data == NULL)
-            continue;
-        plan[n].name = all[i].name;
-        plan[n].data = a->data;
-        plan[n].count = a->count;
-        memcpy(plan[n].shape, a->shape, sizeof a->shape);
-        plan[n].rank = a->rank;
-        snprintf(plan[n].ref, sizeof plan[n].ref, "%s", a->ref);
-        n++;
-    }
+    /* the float-valued fields, as the field table lists them, then the
+     * tensors inside the score rules' objects */
+    for (id = 0; id < F_COUNT; id++)
+        if (attend_fields[id].kind == ATTEND_F32)
+            codec__plan_add(plan, &n, attend_fields[id].name,
+                            (const codec_array *)(const void *)(
+                                (const char *)f + codec__slots[id].offset));
+    codec__plan_add(plan, &n, "rope.inv_freq", &f->rope.inv_freq);
+    codec__plan_add(plan, &n, "alibi.slopes", &f->alibi.slopes);
+    codec__plan_add(plan, &n, "qk_norm.q_weight", &f->qk_norm.q_weight);
+    codec__plan_add(plan, &n, "qk_norm.k_weight", &f->qk_norm.k_weight);
     return n;
 }
 
