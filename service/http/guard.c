@@ -525,6 +525,21 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
     return -1;
 }
 
+/* libmicrohttpd 0.9.75, with edge-triggered epoll, takes a read shorter
+ * than its buffer to mean the socket is drained. A client that half-closes
+ * right after its request (its FIN behind the last bytes) gives no new
+ * edge, so once the answer is sent the connection would wait for a read
+ * that never comes. When a request ends and the end of the stream is
+ * already there (seen by recv here, or waiting in the socket), shutting
+ * the read side down wakes libmicrohttpd, which reads it and closes. */
+void guard__wake_on_eof(guard_conn *gc)
+{
+    char b;
+    if (gc->eof ||
+        guard__sys_recv(gc->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+        shutdown(gc->fd, SHUT_RD);
+}
+
 /* -- the table's lifecycle ------------------------------------------------- */
 
 /* The descriptor table, made once for the process at the size of

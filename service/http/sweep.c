@@ -59,6 +59,7 @@ void guard_request_end(guard_conn *gc)
     atomic_store(&gc->t_idle, guard__now());
     atomic_store(&gc->app, GUARD__APP_NONE);
     pthread_mutex_unlock(&guard__mu);
+    guard__wake_on_eof(gc);
 }
 
 int guard_request_cut(const guard_conn *gc)

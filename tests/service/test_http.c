@@ -894,6 +894,87 @@ START_TEST(test_http_attend_round_trip)
 }
 END_TEST
 
+/* Sends data, half-closes (shutdown SHUT_WR, as a client that has nothing
+ * more to say does) and reads until the server closes: the number of
+ * "HTTP/1.1 " status lines it sent, or -1 when it neither closed nor
+ * finished within 10 s. */
+static int half_closed_exchange(const char *data, size_t len, int *first)
+{
+    int fd = ts_connect(port);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ck_assert_int_eq(send(fd, data, len, MSG_NOSIGNAL), (ssize_t)len);
+    ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+    size_t cap = 1 << 16, got = 0;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    ssize_t n;
+    while (got < cap - 1 && (n = recv(fd, out + got, cap - 1 - got, 0)) > 0)
+        got += (size_t)n;
+    bool closed = got < cap - 1 && n == 0;
+    out[got] = '\0';
+    close(fd);
+    int answers = 0;
+    *first = 0;
+    for (const char *p = out; (p = strstr(p, "HTTP/1.1 ")); p += 9)
+        if (answers++ == 0)
+            *first = atoi(p + 9);
+    free(out);
+    return closed ? answers : -1;
+}
+
+START_TEST(test_http_half_closed_client_answered_and_closed)
+{
+    /* A client that half-closes right after its request (its FIN arriving
+     * with the last bytes) gets its answer, and then the server closes the
+     * connection rather than waiting for a next request that cannot come.
+     * Repeated, since whether the FIN comes with the data or after it is
+     * the network's timing. */
+    ts_case c;
+    ts_case_make(&c, 4, 8, 2, 4, NULL);
+    char *post = NULL;
+    size_t post_len = 0;
+    FILE *f = open_memstream(&post, &post_len);
+    fprintf(f, "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: "
+               "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+            c.json_len, c.json);
+    fclose(f);
+    static const char get[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char two[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+                              "GET /readyz HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char bad[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                              "Content-Type: application/json\r\n"
+                              "Content-Length: 5\r\n\r\n[[[[[";
+    static const char chunked[] =
+        "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+        "\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n[[[\r\n0\r\n\r\n";
+    const struct {
+        const char *data;
+        size_t len;
+        int answers, status;
+    } cases[] = {
+        {get, sizeof get - 1, 1, 200},
+        {two, sizeof two - 1, 2, 200},
+        {post, post_len, 1, 200},
+        {bad, sizeof bad - 1, 1, 400},
+        {chunked, sizeof chunked - 1, 1, 400},
+    };
+    for (int round = 0; round < 20; round++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            int status;
+            int answers = half_closed_exchange(cases[i].data, cases[i].len,
+                                               &status);
+            ck_assert_msg(answers == cases[i].answers,
+                          "case %zu round %d: %d answers (-1: the connection "
+                          "stayed open), expected %d",
+                          i, round, answers, cases[i].answers);
+            ck_assert_int_eq(status, cases[i].status);
+        }
+    free(post);
+    ts_case_free(&c);
+}
+END_TEST
+
 START_TEST(test_http_probes_answered_while_pool_saturated)
 {
     /* Every compute thread is held by a task: probes, metrics and request
@@ -1245,6 +1326,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_trickled_body_cut_at_body_timeout);
     tcase_add_test(t, test_http_in_flight_limit_503_retry_after);
     tcase_add_test(t, test_http_attend_round_trip);
+    tcase_add_test(t, test_http_half_closed_client_answered_and_closed);
     tcase_add_test(t, test_http_probes_answered_while_pool_saturated);
     tcase_add_test(t, test_http_health_during_heavy_request);
     tcase_add_test(t, test_http_client_vanishing_mid_response);
