@@ -30,6 +30,11 @@ int codec_parse(const char *body, size_t len, const limits_config *lim,
 int codec_parse_with(const char *body, size_t len, const limits_config *lim,
                      struct store *st, codec_request **out, codec_error *err);
 
+/* The work a parsed request will do (the library's attn_cost, summed over
+ * the layers of a `layers` request): what --max-flops bounds. The HTTP
+ * layer answers the cheapest requests on the thread that read them. */
+uint64_t codec_request_cost(const codec_request *req);
+
 /* Runs the library on a parsed request and keeps the results in req.
  * exec is the server's compute pool (NULL: the calling thread).
  * *compute_seconds receives the library's wall time (may be NULL).

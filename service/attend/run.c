@@ -323,6 +323,16 @@ int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
     return 0;
 }
 
+uint64_t codec_request_cost(const codec_request *req)
+{
+    uint64_t sum = req->cost;
+    size_t l;
+
+    for (l = 0; l < req->n_layers; l++)
+        sum += req->layers[l]->cost;
+    return sum;
+}
+
 void codec_request_free(codec_request *req)
 {
     size_t i;

@@ -74,6 +74,7 @@ typedef struct http_request {
     atomic_bool cancel;
     bool suspended, computed;
     codec_writer *writer; /* the 200 answer, when computed */
+    codec_request *parsed; /* parsed before the hand-off to a thread */
     codec_error err;      /* the error answer otherwise */
     bool failed;
     /* POST /tensors, stored on the same kind of thread: its headers as
