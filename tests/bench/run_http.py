@@ -535,8 +535,8 @@ def main():
             print("bench-http: %s not found (make bench-deps)" % tool)
             return 1
 
-    print("bench-http: %s UTC, %d CPUs, %s run, load average %s" % (
-        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), os.cpu_count(),
+    print("bench-http: %d CPUs, %s run, load average %s" % (
+        os.cpu_count(),
         "quick" if args.quick else "full", loadavg()), flush=True)
     args.env, blas_note = blasenv.blas_env(args.peak_bin, args.threads)
     print("BLAS for the peer and the sgemm peak: %s; attnd chooses its own"

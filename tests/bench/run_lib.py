@@ -69,8 +69,8 @@ def main():
     quick = ["--quick"] if args.quick else []
     env, blas_note = blasenv.blas_env(args.bin, args.threads)
 
-    print("bench-lib: %s UTC, %s, %d CPUs, load average %s" % (
-        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), cpu_model(),
+    print("bench-lib: %s, %d CPUs, load average %s" % (
+        cpu_model(),
         os.cpu_count(), loadavg()), flush=True)
     print("BLAS for bench_lib and torch: %s" % blas_note)
     if "OPENBLAS_CORETYPE" in env:

@@ -174,8 +174,8 @@ def main():
         args.rounds = 1
     args.env = dict(os.environ)
 
-    print("bench-refs: %s UTC, %d CPUs, %s run, load average %s" % (
-        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), os.cpu_count(),
+    print("bench-refs: %d CPUs, %s run, load average %s" % (
+        os.cpu_count(),
         "quick" if args.quick else "full", run_http.loadavg()), flush=True)
     arrs = arrays()
     inline, refs_body, store_body = bodies(arrs)

@@ -200,8 +200,8 @@ def main():
     args.runs = args.runs or (5 if args.quick else 15)
     args.env = dict(os.environ)
 
-    print("bench-window: %s UTC, %d CPUs, %s run, load average %s" % (
-        time.strftime("%Y-%m-%d %H:%M", time.gmtime()), os.cpu_count(),
+    print("bench-window: %d CPUs, %s run, load average %s" % (
+        os.cpu_count(),
         "quick" if args.quick else "full", run_http.loadavg()), flush=True)
     print("outputs only, d_model = %d, %d heads, causal, base64 tensors in "
           "and out; the attention part = meta.elapsed_ms - that of "
