@@ -289,6 +289,12 @@ size_t codec_json_row_any(const char **pp, const char *end, float *out,
  * has). Returns the level now in use. */
 int codec__row_isa(int isa);
 
+/* The AVX-512 loop of codec_json_row (any 0) and codec_json_row_any (any
+ * 1), json/rows_avx512.c: the same contract, for CPUs that have it
+ * (codec__row_isa 2). */
+size_t codec__row_avx512(const char **pp, const char *end, float *out,
+                         size_t room, int any);
+
 /* Like codec_json_number but to the nearest double. */
 int codec_json_number_d(codec_reader *r, double *out, codec_error *err);
 

@@ -1,0 +1,499 @@
+/* json/rows_avx512.c: the numeric arrays' innermost loop on CPUs with
+ * AVX-512 (VBMI2); json/rows.c has the SSSE3 loop and chooses.
+ *
+ * The bytes of 64 at a time are classified once (digits, points, signs,
+ * exponent marks, whitespace, separators), the JSON grammar of every
+ * number in them checked with a few operations on those masks, and the
+ * mantissa digits of all the numbers packed together (vpcompressb). A
+ * block whose blanks all follow separators (", ", a newline and
+ * indentation) has its masks gathered past them (pext) and is read as
+ * compact text; blocks with exponents or other blanks take a general pass,
+ * in which a number is the run of non-blank bytes before a separator.
+ * The next block starts after the last separator of this one.
+ *
+ * The blocks are taken two at a time: their packed digits make one table
+ * of 128 bytes, their numbers one list, and the numbers of both are read
+ * eight at a time, each in a 64-bit lane (codec__row_convert): no step
+ * depends on one number's length or form. A 17-digit number and its ", "
+ * take 20 bytes, so a block holds about three numbers: read alone, five
+ * of the eight lanes would be idle, and the conversion would cost as much
+ * as the classification. The loop needs 64 bytes after a block's start,
+ * so the SSSE3 loop and the general reader take a body's last ones.
+ * Figures for every form in docs/performance.md ("The JSON reader"). */
+#include "json/json.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+
+#define CODEC__ROW512_TARGET                                                  \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,"   \
+                          "avx512vbmi2,bmi,bmi2,popcnt")))
+#define CODEC__ROW512_INLINE CODEC__ROW512_TARGET __attribute__((always_inline))
+
+/* Bit i set where the byte at p + i equals c, for i in [0, 64). */
+CODEC__ROW512_INLINE static inline uint64_t codec__eq64(__m512i v, char c)
+{
+    return _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(c));
+}
+
+/* Byte i: i. */
+#define CODEC__ROW_IOTA                                                       \
+    _mm512_set_epi64(0x3F3E3D3C3B3A3938, 0x3736353433323130,                 \
+                     0x2F2E2D2C2B2A2928, 0x2726252423222120,                 \
+                     0x1F1E1D1C1B1A1918, 0x1716151413121110,                 \
+                     0x0F0E0D0C0B0A0908, 0x0706050403020100)
+
+/* In the 64-bit lane of each number i of a group, the value of its digits
+ * last_i - skip - 7 .. last_i - skip of the packed digits (xa, then xb:
+ * 128 bytes), zeros before its first: l8 and c8 hold each number's last
+ * digit and digit count in every byte of its lane. A number's digits lie
+ * all in xa or all in xb. */
+CODEC__ROW512_INLINE static inline __m512i codec__row_digits8(
+    __m512i xa, __m512i xb, __m512i l8, __m512i c8, int skip)
+{
+    const __m512i lane = _mm512_set1_epi64(0x0706050403020100);
+    /* lane j takes packed digit last - skip - 7 + j when j + c >= 8 + skip */
+    __m512i idx = _mm512_add_epi8(
+        l8, _mm512_sub_epi8(lane, _mm512_set1_epi8((char)(7 + skip))));
+    __mmask64 have = _mm512_cmpge_epu8_mask(
+        _mm512_add_epi8(lane, c8), _mm512_set1_epi8((char)(8 + skip)));
+    __m512i d = _mm512_maskz_permutex2var_epi8(have, xa, idx, xb);
+
+    d = _mm512_maddubs_epi16(d, _mm512_set1_epi16(0x010A));
+    d = _mm512_madd_epi16(d, _mm512_set1_epi32(0x00010064));
+    return _mm512_add_epi64(_mm512_mul_epu32(d, _mm512_set1_epi64(10000)),
+                            _mm512_srli_epi64(d, 32));
+}
+
+/* codec__f32_of_decimal of eight lanes: mant * 10^q as float32 (without
+ * the sign). *unsure gets the lanes it cannot be sure of (on or too near a
+ * float midpoint, float subnormal or overflow, q beyond the table). */
+CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
+                                                          __m512i q,
+                                                          __mmask8 *unsure)
+{
+    const __m512i lowbits = _mm512_set1_epi64((INT64_C(1) << 29) - 1);
+    const __m512i half = _mm512_set1_epi64(INT64_C(1) << 28);
+    __m512i at = _mm512_sub_epi64(_mm512_set1_epi64(128), q);
+    __m512d d, p;
+    __m512i low;
+    __mmask8 exact, on, near, range, beyond;
+
+    beyond = _mm512_cmpgt_epu64_mask(at, _mm512_set1_epi64(255));
+    if (_mm512_cmplt_epu64_mask(_mm512_sub_epi64(at, _mm512_set1_epi64(128)),
+                                _mm512_set1_epi64(32)) == 0xFF) {
+        /* 10^0 .. 10^31, the decimals of plain numbers: from registers */
+        const __m512d *t = (const __m512d *)(const void *)(codec__pow10_q + 128);
+        __m512i i = _mm512_sub_epi64(at, _mm512_set1_epi64(128));
+        p = _mm512_mask_blend_pd(
+            _mm512_cmpge_epu64_mask(i, _mm512_set1_epi64(16)),
+            _mm512_permutex2var_pd(_mm512_loadu_pd(t), i,
+                                   _mm512_loadu_pd(t + 1)),
+            _mm512_permutex2var_pd(_mm512_loadu_pd(t + 2), i,
+                                   _mm512_loadu_pd(t + 3)));
+    } else {
+        at = _mm512_min_epu64(at, _mm512_set1_epi64(255));
+        p = _mm512_i64gather_pd(at, codec__pow10_q, 8);
+    }
+    d = _mm512_div_pd(_mm512_cvtepu64_pd(mant), p);
+    low = _mm512_and_si512(_mm512_castpd_si512(d), lowbits);
+    /* Clinger's exact case: only a midpoint itself is unsure */
+    exact = _mm512_cmple_epu64_mask(mant, _mm512_set1_epi64(INT64_C(1) << 53)) &
+            _mm512_cmple_epi64_mask(q, _mm512_setzero_si512()) &
+            _mm512_cmpge_epi64_mask(q, _mm512_set1_epi64(-22));
+    on = _mm512_cmpeq_epi64_mask(low, half);
+    near = _mm512_cmple_epu64_mask(
+        _mm512_sub_epi64(low, _mm512_sub_epi64(
+                                  half, _mm512_set1_epi64(CODEC__F32_SLACK))),
+        _mm512_set1_epi64(2 * CODEC__F32_SLACK));
+    range = _mm512_cmp_pd_mask(d, _mm512_set1_pd(0x1p-126), _CMP_LT_OQ) |
+            _mm512_cmp_pd_mask(d, _mm512_set1_pd(0x1.fffffep127), _CMP_GT_OQ);
+    /* zero is sure: 0 * 10^q */
+    *unsure = (__mmask8)((((exact & on) | (~exact & near)) | range | beyond) &
+                         _mm512_test_epi64_mask(mant, mant));
+    return _mm512_cvtpd_ps(d);
+}
+
+/* What codec__row_scan finds in one block. */
+typedef struct codec__row_blk {
+    __m512i x;     /* the mantissas' digit values, packed in order */
+    __m512i ev;    /* each number's exponent (-99 to 99, 0 without) */
+    uint64_t last; /* in x: each number's last digit */
+    uint64_t ie;   /* in x: each number's last digit before its point */
+    uint64_t negs; /* a bit a number: its sign */
+    uint64_t ends; /* in the block: the separator after each number taken */
+    unsigned nnum; /* the numbers taken (1 to 32) */
+    int more;      /* 0 when the row cannot go on after them (its ']', or
+                      a number the other readers must take) */
+} codec__row_blk;
+
+/* Bit i set where the byte at i is JSON whitespace (' ', '\t', '\n',
+ * '\r'): one lookup of each byte's low four bits in a table that holds
+ * each of the four at its own place (bytes from 0x80 look up 0). */
+CODEC__ROW512_INLINE static inline uint64_t codec__row_blanks(__m512i v)
+{
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0,
+                      0));
+
+    return _mm512_cmpeq_epi8_mask(_mm512_shuffle_epi8(table, v), v);
+}
+
+/* The bytes up to and including the last separator of ends (nonzero). */
+CODEC__ROW512_INLINE static inline uint64_t codec__row_upto(uint64_t ends)
+{
+    return ends >> 63 ? ~UINT64_C(0)
+                      : (UINT64_C(2) << (63 - __builtin_clzll(ends))) - 1;
+}
+
+/* Classifies the 64 bytes at s and checks the grammar of the numbers in
+ * them (at most cap, with at most two exponent digits; plain decimals
+ * without blanks before them unless any), up to the first it does not
+ * take. Returns 0 when it takes none, else 1 with *b filled. */
+CODEC__ROW512_INLINE static inline int codec__row_scan(const char *s,
+                                                      size_t cap, int any,
+                                                      codec__row_blk *b)
+{
+    __m512i v = _mm512_loadu_si512((const void *)s);
+    __m512i x = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));
+    uint64_t dg = _mm512_cmple_epu8_mask(x, _mm512_set1_epi8(9));
+    uint64_t pt = codec__eq64(v, '.'), mn = codec__eq64(v, '-');
+    uint64_t cl = codec__eq64(v, ']');
+    uint64_t ends = codec__eq64(v, ',') | cl;
+    uint64_t w, other, zero, pends, odg, st, first, mdg, last, ie;
+    uint64_t bad = 0;
+
+    b->ev = _mm512_setzero_si512();
+    if (cl)
+        ends &= ((cl & -cl) << 1) - 1; /* up to the row's ']' */
+    if ((size_t)__builtin_popcountll(ends) > cap)
+        ends &= (_pdep_u64(UINT64_C(1) << (cap - 1), ends) << 1) - 1;
+    if (ends == 0)
+        return 0; /* a number longer than the block */
+    w = codec__row_upto(ends);
+    other = w & ~(dg | pt | mn | ends);
+    zero = codec__eq64(v, '0');
+    pends = ends;
+    odg = dg & w;
+    if (other != 0 && any) {
+        uint64_t ws = codec__row_blanks(v) & w;
+        if ((other & ~ws) == 0 && (ws & ~(((ends | ws) << 1) | 1)) == 0) {
+            /* blanks only after separators (", ", and a newline and
+             * indentation): without them the numbers are compact, and
+             * the order of digits, numbers and separators is the same */
+            uint64_t keep = w & ~ws;
+            dg = _pext_u64(dg, keep);
+            pt = _pext_u64(pt, keep);
+            mn = _pext_u64(mn, keep);
+            zero = _pext_u64(zero, keep);
+            pends = _pext_u64(ends, keep);
+            w = codec__row_upto(pends);
+            other = 0;
+        }
+    }
+    if (other == 0) {
+        /* compact plain decimals: a number starts after each separator and
+         * ends before the next */
+        uint64_t dots, fr;
+
+        dg &= w;
+        pt &= w;
+        mn &= w;
+        st = ((pends << 1) | 1) & w;
+        first = (st & ~mn) | ((st & mn) << 1);
+        dots = _pext_u64(pt, pt | pends); /* points in separator order */
+        if ((mn & ~st) != 0 ||           /* a sign not first */
+            (first & ~dg) != 0 ||        /* no digit first (",,", ".5") */
+            ((pt << 1) & ~dg) != 0 ||    /* no digit after a point (one
+                                            before it: the first-digit and
+                                            two-point tests) */
+            (dots & (dots >> 1)) != 0 || /* two points in one number */
+            (first & zero & (dg >> 1)) != 0) /* "01" */
+            return 0;
+        /* the digits after a point (ends - (pt << 1): each point's next
+         * digit borrows from its number's end) */
+        fr = (pends - (pt << 1)) & dg;
+        mdg = dg;
+        last = (pends >> 1) & dg;
+        ie = ((pt >> 1) | ((pends >> 1) & ~fr)) & dg;
+        b->x = _mm512_maskz_compress_epi8(odg, x);
+    } else {
+        /* blanks before numbers, exponents, or a fault */
+        const __m512i iota = CODEC__ROW_IOTA;
+        uint64_t pl = codec__eq64(v, '+');
+        uint64_t ex = _mm512_cmpeq_epi8_mask(
+            _mm512_or_si512(v, _mm512_set1_epi8(0x20)),
+            _mm512_set1_epi8('e')); /* 'e' or 'E' */
+        uint64_t ws = codec__row_blanks(v);
+        uint64_t tok, fin, aft, er, fr, edg;
+
+        if (!any)
+            return 0; /* codec_json_row: the general reader's */
+        /* a number: the run of non-blank bytes before a separator */
+        tok = w & ~(ws | ends);
+        st = tok & ~(tok << 1);  /* each number's first byte */
+        fin = tok & ~(tok >> 1); /* its last */
+        aft = fin << 1;          /* the blank or separator after it */
+        dg &= tok;
+        mn &= tok;
+        first = (st & ~mn) | ((st & mn) << 1); /* its first digit */
+        pt &= tok;
+        pl &= tok;
+        ex &= tok;
+        er = (aft - (ex << 1)) & tok;        /* after an 'e' */
+        fr = ((aft | ex) - (pt << 1)) & tok; /* after a point */
+        mdg = dg & ~er;
+        edg = dg & er;
+        /* each separator right after a number and each number right before
+         * a separator: no empty number (",,", ", ,"), no blank after one
+         * (the last of an indented row: the general reader's) */
+        bad = ends ^ aft;
+        bad |= (tok & ~(dg | pt | mn | pl | ex)) | /* another byte */
+               (first & ~dg) |                     /* no first digit */
+               (mn & ~(st | (ex << 1))) |          /* misplaced signs */
+               (pl & ~(ex << 1)) |
+               ((pt << 1) & ~dg) |                 /* no digit after a point */
+               ((ex << 1) & ~(dg | mn | pl)) |     /* nor after an 'e' */
+               ((((ex << 1) & (mn | pl)) << 1) & ~dg) | /* nor its sign */
+               (pt & (fr | er)) | (ex & er) | /* two points or 'e's */
+               (first & zero & (dg >> 1)) |   /* "01" */
+               (edg & (edg << 1) & (edg << 2)); /* 3 exponent digits: the
+                                                   general reader's */
+        if (bad) {
+            /* the numbers before the first fault are read; it is left to
+             * the general reader, which takes it or says what is wrong */
+            ends &= (bad & -bad) - 1;
+            if (ends == 0)
+                return 0;
+        }
+        if (ex) {
+            /* each number's exponent at its last byte (its last digit),
+             * tens from the byte before, then one byte a number */
+            __m512i xp = _mm512_maskz_permutexvar_epi8(
+                edg & (edg << 1) & ~UINT64_C(1),
+                _mm512_sub_epi8(iota, _mm512_set1_epi8(1)), x);
+            __m512i x2 = _mm512_add_epi8(xp, xp), x8;
+            uint64_t eneg;
+
+            x8 = _mm512_add_epi8(x2, x2);
+            x8 = _mm512_add_epi8(x8, x8);
+            b->ev = _mm512_maskz_compress_epi8(
+                fin, _mm512_maskz_add_epi8(edg & fin, x,
+                                           _mm512_add_epi8(x8, x2)));
+            /* negative: the number's last byte lies after its exponent's
+             * '-' */
+            eneg = _pext_u64((aft - ((mn & (ex << 1)) << 1)) & fin, fin);
+            b->ev = _mm512_mask_sub_epi8(b->ev, eneg, _mm512_setzero_si512(),
+                                         b->ev);
+        }
+        last = ((aft | ex) >> 1) & mdg;
+        ie = ((pt >> 1) | (((aft | ex) >> 1) & ~fr)) & mdg;
+        b->x = _mm512_maskz_compress_epi8(mdg, x);
+    }
+    b->nnum = (unsigned)__builtin_popcountll(ends);
+    b->last = _pext_u64(last, mdg);
+    b->ie = _pext_u64(ie, mdg);
+    b->negs = _pext_u64(mn, st);
+    b->ends = ends;
+    b->more = (cl & ends) == 0 && bad == 0;
+    return 1;
+}
+
+/* A block's lists, one byte a number: in its packed digits, the index of
+ * each number's last digit (*lastv) and its digit count (*cv); and its
+ * decimals (*fv). */
+CODEC__ROW512_INLINE static inline void codec__row_lists(
+    const codec__row_blk *b, __m512i *lastv, __m512i *cv, __m512i *fv)
+{
+    const __m512i iota = CODEC__ROW_IOTA;
+
+    *lastv = _mm512_maskz_compress_epi8(b->last, iota);
+    *fv = _mm512_sub_epi8(*lastv, _mm512_maskz_compress_epi8(b->ie, iota));
+    /* digit counts: last minus the previous number's last (-1 before the
+     * first) */
+    *cv = _mm512_sub_epi8(
+        *lastv, _mm512_mask_permutexvar_epi8(
+                    _mm512_set1_epi8(-1), ~UINT64_C(1),
+                    _mm512_sub_epi8(iota, _mm512_set1_epi8(1)), *lastv));
+}
+
+/* Stores the numbers of blocks a and b (b->nnum may be 0) at out, eight at
+ * a time. The lists of b follow those of a (one permutation of two
+ * registers), its digits index the second half of the table (a->x,
+ * b->x). For eight numbers then: one byte permutation right-aligns their
+ * last eight digits in eight 64-bit lanes (more for the digits before
+ * those, up to 24 with at most 19 after leading zeros), three
+ * multiply-adds make the mantissas, one division of eight floats the
+ * values. A float division rounds correctly when the mantissa is below
+ * 2^24 and the power of ten an exact float (10^0 to 10^-10); the other
+ * lanes take codec__row_f32x8. Returns the numbers stored: all, or fewer,
+ * up to one of more digits or one codec__row_f32x8 is not sure of (left
+ * to the other readers). The lanes past it may be written, within the
+ * numbers of a and b. */
+CODEC__ROW512_TARGET static unsigned codec__row_convert(
+    const codec__row_blk *a, const codec__row_blk *b, float *out)
+{
+    const __m512i iota = CODEC__ROW_IOTA;
+    /* byte 8i + j of a group: number i */
+    const __m512i number = _mm512_set_epi64(
+        0x0707070707070707, 0x0606060606060606, 0x0505050505050505,
+        0x0404040404040404, 0x0303030303030303, 0x0202020202020202,
+        0x0101010101010101, 0);
+    const __m512 pow10 = _mm512_set_ps(1, 1, 1, 1, 1, 1e10f, 1e9f, 1e8f, 1e7f,
+                                       1e6f, 1e5f, 1e4f, 1e3f, 1e2f, 1e1f, 1);
+    unsigned nnum = a->nnum + b->nnum, g;
+    __m512i lastv, cv, fv, ev = a->ev;
+    __m512i xb = b->nnum ? b->x : _mm512_setzero_si512();
+    uint64_t negs = a->negs, over;
+
+    codec__row_lists(a, &lastv, &cv, &fv);
+    if (b->nnum) {
+        __m512i lb, cb, fb;
+        /* list entry i: a's i, then b's i - a->nnum */
+        __m512i at = _mm512_mask_add_epi8(
+            iota,
+            _mm512_cmpge_epu8_mask(iota, _mm512_set1_epi8((char)a->nnum)),
+            iota, _mm512_set1_epi8((char)(64 - a->nnum)));
+
+        codec__row_lists(b, &lb, &cb, &fb);
+        lastv = _mm512_permutex2var_epi8(
+            lastv, at, _mm512_add_epi8(lb, _mm512_set1_epi8(64)));
+        cv = _mm512_permutex2var_epi8(cv, at, cb);
+        fv = _mm512_permutex2var_epi8(fv, at, fb);
+        ev = _mm512_permutex2var_epi8(ev, at, b->ev);
+        negs |= b->negs << a->nnum;
+    }
+    over = _mm512_mask_cmpgt_epu8_mask(_bzhi_u64(~UINT64_C(0), nnum), cv,
+                                       _mm512_set1_epi8(24));
+    if (over) /* more digits than three groups: the general reader's */
+        nnum = (unsigned)__builtin_ctzll(over);
+    for (g = 0; g < nnum; g += 8) {
+        unsigned live = nnum - g < 8 ? nnum - g : 8;
+        uint64_t bytes = _bzhi_u64(~UINT64_C(0), 8 * live);
+        __m512i sel = _mm512_add_epi8(number, _mm512_set1_epi8((char)g));
+        __m512i c8 = _mm512_permutexvar_epi8(sel, cv);
+        __m512i l8 = _mm512_permutexvar_epi8(sel, lastv);
+        __m512i mant = codec__row_digits8(a->x, xb, l8, c8, 0), at, f, q;
+        __m256i bits;
+        __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), big, unsure = 0;
+
+        /* and the digits before the last eight, and before those: up to
+         * 24 digits, of which the first five must be zeros (leading zeros
+         * of a fraction: "0.00034558001160621643") so that the mantissa
+         * has at most 19 and fits in 64 bits */
+        if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(8)) & bytes)
+            mant = _mm512_add_epi64(
+                mant, _mm512_mul_epu32(codec__row_digits8(a->x, xb, l8, c8, 8),
+                                       _mm512_set1_epi64(100000000)));
+        if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(16)) & bytes) {
+            __m512i top = codec__row_digits8(a->x, xb, l8, c8, 16);
+            unsure = _mm512_cmpge_epu64_mask(top, _mm512_set1_epi64(1000));
+            mant = _mm512_add_epi64(
+                mant, _mm512_mullo_epi64(
+                          top, _mm512_set1_epi64(INT64_C(10000000000000000))));
+        }
+        at = _mm512_add_epi8(iota, _mm512_set1_epi8((char)g));
+        f = _mm512_cvtepu8_epi64(
+            _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, fv)));
+        q = _mm512_sub_epi64(
+            _mm512_cvtepi8_epi64(
+                _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, ev))),
+            f);
+        /* the lanes whose division is not exact: 10^q in a double */
+        big = n8 & (_mm512_cmpge_epu64_mask(mant, _mm512_set1_epi64(1 << 24)) |
+                    _mm512_cmplt_epi64_mask(q, _mm512_set1_epi64(-10)) |
+                    _mm512_cmpgt_epi64_mask(q, _mm512_setzero_si512()));
+        if (big != n8)
+            bits = _mm256_castps_si256(_mm256_div_ps(
+                _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(mant)),
+                _mm512_castps512_ps256(_mm512_permutexvar_ps(
+                    _mm512_castsi256_si512(
+                        _mm512_cvtepi64_epi32(_mm512_sub_epi64(
+                            _mm512_setzero_si512(), q))),
+                    pow10))));
+        else
+            bits = _mm256_setzero_si256();
+        if (big) {
+            __mmask8 far;
+            __m256 dv = codec__row_f32x8(mant, q, &far);
+            bits = _mm256_mask_blend_epi32(big, bits, _mm256_castps_si256(dv));
+            unsure |= far & big;
+        }
+        unsure &= n8;
+        if (unsure)
+            n8 &= (__mmask8)((1u << __builtin_ctz(unsure)) - 1);
+        bits = _mm256_mask_or_epi32(bits, (__mmask8)(negs >> g), bits,
+                                    _mm256_set1_epi32((int)0x80000000u));
+        _mm256_mask_storeu_epi32(out + g, n8, bits);
+        if (unsure)
+            return g + (unsigned)__builtin_ctz(unsure);
+    }
+    return nnum;
+}
+
+/* The separator after number i (from 0) of a block's ends. */
+CODEC__ROW512_INLINE static inline const char *codec__row_sep(const char *s, uint64_t ends,
+                                         unsigned i)
+{
+    return s + __builtin_ctzll(_pdep_u64(UINT64_C(1) << i, ends));
+}
+
+/* Reads the numbers of whole 64-byte blocks from *pp while they are ones
+ * codec_json_number_fast takes (with at most two exponent digits and 24
+ * mantissa digits; plain decimals without blanks before them unless any);
+ * stops before the first that is not, leaving it to the other readers.
+ * Same contract as codec_json_row. */
+CODEC__ROW512_TARGET size_t codec__row_avx512(const char **pp,
+                                              const char *end, float *out,
+                                              size_t room, int any)
+{
+    const char *s = *pp, *done = *pp;
+    size_t k = 0;
+
+    while (end - s >= 64 && k < room) {
+        codec__row_blk a, b;
+        const char *sb;
+        unsigned got, n;
+
+        if (!codec__row_scan(s, room - k, any, &a))
+            break;
+        /* the next block's start from the masks alone, not from the values
+         * read, so the core can go on to it while they are made */
+        sb = s + (64 - __builtin_clzll(a.ends));
+        b.nnum = 0;
+        b.ends = 0;
+        if (a.more && a.nnum < room - k && end - sb >= 64 &&
+            !codec__row_scan(sb, room - k - a.nnum, any, &b))
+            b.nnum = 0;
+        n = a.nnum + b.nnum;
+        got = codec__row_convert(&a, &b, out + k);
+        if (got < n) { /* a number this loop leaves to the others */
+            if (got > a.nnum)
+                done = codec__row_sep(sb, b.ends, got - a.nnum - 1);
+            else if (got > 0)
+                done = codec__row_sep(s, a.ends, got - 1);
+            k += got;
+            break;
+        }
+        k += n;
+        if (b.nnum == 0) {
+            /* a alone: the row ends in it, or the next block is not one
+             * this loop takes */
+            done = sb - 1;
+            break;
+        }
+        done = sb + (63 - __builtin_clzll(b.ends));
+        if (!b.more || k == room)
+            break;
+        s = done + 1;
+    }
+    *pp = done;
+    return k;
+}
+
+#else
+
+typedef int codec__row_avx512_none; /* ISO C wants a declaration */
+
+#endif
