@@ -51,6 +51,7 @@ $(BUILD)/obj/tests/service/test_reader_forms_main.o: tests/service/test_reader_f
 	  -c $< -o $@
 
 $(BUILD)/test_reader_forms: $(BUILD)/obj/tests/service/test_reader_forms_main.o \
+                            $(BUILD)/obj/tests/service/test_reader_pairs.o \
                             $(CODEC_OBJS) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(CODEC_LINK_LIBS) \
 	  $(CODEC_CHECK_LIBS)

@@ -29,7 +29,8 @@
 #define CODEC__ROW512_TARGET                                                  \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,"   \
                           "avx512vbmi2,bmi,bmi2,popcnt")))
-#define CODEC__ROW512_INLINE CODEC__ROW512_TARGET __attribute__((always_inline))
+#define CODEC__ROW512_INLINE                                                  \
+    CODEC__ROW512_TARGET __attribute__((always_inline))
 
 /* Bit i set where the byte at p + i equals c, for i in [0, 64). */
 CODEC__ROW512_INLINE static inline uint64_t codec__eq64(__m512i v, char c)
@@ -433,8 +434,8 @@ CODEC__ROW512_TARGET static unsigned codec__row_convert(
 }
 
 /* The separator after number i (from 0) of a block's ends. */
-CODEC__ROW512_INLINE static inline const char *codec__row_sep(const char *s, uint64_t ends,
-                                         unsigned i)
+CODEC__ROW512_INLINE static inline const char *
+codec__row_sep(const char *s, uint64_t ends, unsigned i)
 {
     return s + __builtin_ctzll(_pdep_u64(UINT64_C(1) << i, ends));
 }

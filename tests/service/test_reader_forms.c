@@ -652,6 +652,7 @@ Suite *reader_forms_suite(void)
     tcase_add_test(tc, test_reader_forms_overflow);
     tcase_add_test(tc, test_reader_forms_invalid);
     tcase_add_test(tc, test_reader_forms_row_any);
+    reader_forms_pairs(tc); /* tests/service/test_reader_pairs.c */
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,6 +13,7 @@
 
 Suite *codec_suite(void); /* tests/service/test_codec.c */
 Suite *reader_forms_suite(void); /* tests/service/test_reader_forms.c */
+void reader_forms_pairs(TCase *tc); /* its tests in test_reader_pairs.c */
 Suite *config_suite(void);
 Suite *pool_suite(void);
 Suite *metrics_suite(void);
