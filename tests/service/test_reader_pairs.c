@@ -4,6 +4,7 @@
  * and it must stop just before each number it leaves to the other
  * readers. Part of the reader_forms suite (test_reader_forms.c). */
 #include <check.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +88,71 @@ START_TEST(test_reader_forms_pairs)
 }
 END_TEST
 
+/* Decimals on and a few double units either side of float32 midpoints,
+ * written with 9 to 17 significant digits and exponents from -30 to 20
+ * (the product of codec__row_f32x8: exact only for 0 <= q <= 22 and
+ * mantissas to 2^53, else kept clear of each midpoint), in rows of three
+ * forms: each value stored must be strtof's. */
+START_TEST(test_reader_forms_midpoints)
+{
+    static char buf[4096];
+    float out[128];
+    size_t to[128], n, i, k, r;
+    const char *p, *s;
+
+    for (r = 0; r < 600; r++) {
+        for (n = i = 0; i < 100; i++) {
+            double v = rp_value() * (r % 3 == 0 ? 1 : r % 3 == 1 ? 1e12 : 1e-20);
+            float f = (float)v;
+            double mid = ((double)f + (double)nextafterf(f, 1e30f)) / 2;
+            int ulps = (int)(i % 9) - 4;
+
+            while (ulps < 0 && ulps++ < 0)
+                mid = nextafter(mid, -1e300);
+            while (ulps > 0 && ulps-- > 0)
+                mid = nextafter(mid, 1e300);
+            n += (size_t)snprintf(buf + n, 64, "%s", i ? (r & 4 ? "," : ", ")
+                                                       : "");
+            n += (size_t)snprintf(buf + n, 64, r & 8 ? "%.*e" : "%.*g",
+                                  (int)(8 + (i + r) % 9), mid);
+            to[i] = n;
+        }
+        memcpy(buf + n, "]", 1);
+        memset(buf + n + 1, ' ', 128);
+        for (s = p = buf, k = 0; k < 100;) {
+            size_t got = codec_json_row_any(&p, buf + n + 129, out + k,
+                                            100 - k);
+
+            for (i = k; i < k + got; i++) {
+                char one[64];
+                float want;
+
+                s = i ? buf + to[i - 1] + (buf[to[i - 1] + 1] == ' ' ? 2 : 1)
+                      : buf;
+                memcpy(one, s, (size_t)(buf + to[i] - s));
+                one[buf + to[i] - s] = '\0';
+                want = strtof(one, NULL);
+                ck_assert_msg(memcmp(&want, &out[i], 4) == 0,
+                              "'%s' (%zu): read %a, strtof %a", one, i,
+                              (double)out[i], (double)want);
+            }
+            k += got;
+            if (k == 100)
+                break;
+            /* one the loops left: skip it as the general reader would */
+            p = buf + to[k] + 1;
+            while (*p == ' ')
+                p++;
+            k++;
+            if (k < 100 && got == 0 && p >= buf + n)
+                break;
+        }
+    }
+}
+END_TEST
+
 void reader_forms_pairs(TCase *tc)
 {
     tcase_add_test(tc, test_reader_forms_pairs);
+    tcase_add_test(tc, test_reader_forms_midpoints);
 }
