@@ -68,31 +68,32 @@ CODEC__ROW512_INLINE static inline __m512i codec__row_digits8(
 }
 
 /* codec__f32_of_decimal of eight lanes: mant * 10^q as float32 (without
- * the sign). *unsure gets the lanes it cannot be sure of (on or too near a
- * float midpoint, float subnormal or overflow, q beyond the table).
+ * the sign), for q in [-128, 127]. *unsure gets the lanes it cannot be
+ * sure of: on or too near a float midpoint, float subnormal or overflow.
  *
  * A product, not a quotient: d = fl(fl(mant) * fl(10^q)) carries the same
- * three half-unit errors as fl(mant) / fl(10^-q) (under 3.01 units of the
- * result, CODEC__F32_SLACK), and is exact, so that only a midpoint itself
- * is unsure, when mant <= 2^53 and 10^q is an exact double (0 <= q <= 22).
- * A multiplication costs a fraction of a division of eight doubles. */
+ * three half-unit errors as fl(mant) / fl(10^-q), under 3.01 units of the
+ * result, and a lane whose d lies within CODEC__F32_SLACK units of a
+ * midpoint is unsure, even when d is exact (mant <= 2^53, 0 <= q <= 22):
+ * such decimals are midpoints or as near one as a float32's own digits
+ * never are, and the general reader decides them. One multiplication and
+ * two comparisons cost a fraction of a division of eight doubles and the
+ * exact case's masks. */
 CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
                                                           __m512i q,
                                                           __mmask8 *unsure)
 {
     const __m512i lowbits = _mm512_set1_epi64((INT64_C(1) << 29) - 1);
-    const __m512i half = _mm512_set1_epi64(INT64_C(1) << 28);
-    __m512i at = _mm512_add_epi64(q, _mm512_set1_epi64(128));
+    /* the bits of 2^-126, the least normal float, as a double */
+    const __m512i least = _mm512_set1_epi64(INT64_C(897) << 52);
+    __m512i i = _mm512_add_epi64(q, _mm512_set1_epi64(31));
     __m512d d, p;
-    __m512i low;
-    __mmask8 exact, on, near, range, beyond;
+    __m512i bits;
+    __mmask8 nz = _mm512_test_epi64_mask(mant, mant);
 
-    beyond = _mm512_cmpgt_epu64_mask(at, _mm512_set1_epi64(255));
-    if (_mm512_cmplt_epu64_mask(_mm512_sub_epi64(at, _mm512_set1_epi64(97)),
-                                _mm512_set1_epi64(32)) == 0xFF) {
+    if (_mm512_cmpgt_epu64_mask(i, _mm512_set1_epi64(31)) == 0) {
         /* 10^-31 .. 10^0, the decimals of plain numbers: from registers */
         const __m512d *t = (const __m512d *)(const void *)(codec__pow10_q + 97);
-        __m512i i = _mm512_sub_epi64(at, _mm512_set1_epi64(97));
         p = _mm512_mask_blend_pd(
             _mm512_cmpge_epu64_mask(i, _mm512_set1_epi64(16)),
             _mm512_permutex2var_pd(_mm512_loadu_pd(t), i,
@@ -100,24 +101,30 @@ CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
             _mm512_permutex2var_pd(_mm512_loadu_pd(t + 2), i,
                                    _mm512_loadu_pd(t + 3)));
     } else {
+        __m512i at = _mm512_add_epi64(q, _mm512_set1_epi64(128));
+
+        nz &= ~_mm512_cmpgt_epu64_mask(at, _mm512_set1_epi64(255));
         at = _mm512_min_epu64(at, _mm512_set1_epi64(255));
         p = _mm512_i64gather_pd(at, codec__pow10_q, 8);
     }
     d = _mm512_mul_pd(_mm512_cvtepu64_pd(mant), p);
-    low = _mm512_and_si512(_mm512_castpd_si512(d), lowbits);
-    /* the exact case: only a midpoint itself is unsure */
-    exact = _mm512_cmple_epu64_mask(mant, _mm512_set1_epi64(INT64_C(1) << 53)) &
-            _mm512_cmple_epu64_mask(q, _mm512_set1_epi64(22));
-    on = _mm512_cmpeq_epi64_mask(low, half);
-    near = _mm512_cmple_epu64_mask(
-        _mm512_sub_epi64(low, _mm512_sub_epi64(
-                                  half, _mm512_set1_epi64(CODEC__F32_SLACK))),
-        _mm512_set1_epi64(2 * CODEC__F32_SLACK));
-    range = _mm512_cmp_pd_mask(d, _mm512_set1_pd(0x1p-126), _CMP_LT_OQ) |
-            _mm512_cmp_pd_mask(d, _mm512_set1_pd(0x1.fffffep127), _CMP_GT_OQ);
-    /* zero is sure: 0 * 10^q */
-    *unsure = (__mmask8)((((exact & on) | (~exact & near)) | range | beyond) &
-                         _mm512_test_epi64_mask(mant, mant));
+    bits = _mm512_castpd_si512(d);
+    /* near a midpoint: the low 29 bits within the slack of 1 << 28; out of
+     * the normal floats: d below 2^-126 or above the largest float (d is
+     * not negative, so its bits order as its values) */
+    *unsure =
+        (__mmask8)(_mm512_mask_cmple_epu64_mask(
+                       nz,
+                       _mm512_sub_epi64(
+                           _mm512_and_si512(bits, lowbits),
+                           _mm512_set1_epi64((INT64_C(1) << 28) -
+                                             CODEC__F32_SLACK)),
+                       _mm512_set1_epi64(2 * CODEC__F32_SLACK)) |
+                   _mm512_mask_cmpgt_epu64_mask(
+                       nz, _mm512_sub_epi64(bits, least),
+                       _mm512_set1_epi64(
+                           (INT64_C(0x47EFFFFFE0000000) -
+                            (INT64_C(897) << 52)))));
     return _mm512_cvtpd_ps(d);
 }
 
@@ -407,9 +414,11 @@ CODEC__ROW512_TARGET static unsigned codec__row_convert(
                 _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, ev))),
             f);
         /* the lanes whose division is not exact: 10^q in a double */
-        big = n8 & (_mm512_cmpge_epu64_mask(mant, _mm512_set1_epi64(1 << 24)) |
-                    _mm512_cmplt_epi64_mask(q, _mm512_set1_epi64(-10)) |
-                    _mm512_cmpgt_epi64_mask(q, _mm512_setzero_si512()));
+        big = _mm512_mask_cmpgt_epu64_mask(
+                  n8, mant, _mm512_set1_epi64((1 << 24) - 1)) |
+              _mm512_mask_cmpgt_epu64_mask(
+                  n8, _mm512_add_epi64(q, _mm512_set1_epi64(10)),
+                  _mm512_set1_epi64(10));
         if (big != n8)
             bits = _mm256_castps_si256(_mm256_div_ps(
                 _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(mant)),
