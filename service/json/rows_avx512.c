@@ -45,12 +45,13 @@ CODEC__ROW512_INLINE static inline uint64_t codec__eq64(__m512i v, char c)
                      0x1F1E1D1C1B1A1918, 0x1716151413121110,                 \
                      0x0F0E0D0C0B0A0908, 0x0706050403020100)
 
-/* In the 64-bit lane of each number i of a group, the value of its digits
+/* In the 64-bit lane of each number i of a group, its digits
  * last_i - skip - 7 .. last_i - skip of the packed digits (xa, then xb:
- * 128 bytes), zeros before its first: l8 and c8 hold each number's last
- * digit and digit count in every byte of its lane. A number's digits lie
- * all in xa or all in xb. */
-CODEC__ROW512_INLINE static inline __m512i codec__row_digits8(
+ * 128 bytes), zeros before its first, as two values of four digits: the
+ * first four's in the low 32 bits, the last four's in the high ones. l8
+ * and c8 hold each number's last digit and digit count in every byte of
+ * its lane. A number's digits lie all in xa or all in xb. */
+CODEC__ROW512_INLINE static inline __m512i codec__row_quads(
     __m512i xa, __m512i xb, __m512i l8, __m512i c8, int skip)
 {
     const __m512i lane = _mm512_set1_epi64(0x0706050403020100);
@@ -62,7 +63,15 @@ CODEC__ROW512_INLINE static inline __m512i codec__row_digits8(
     __m512i d = _mm512_maskz_permutex2var_epi8(have, xa, idx, xb);
 
     d = _mm512_maddubs_epi16(d, _mm512_set1_epi16(0x010A));
-    d = _mm512_madd_epi16(d, _mm512_set1_epi32(0x00010064));
+    return _mm512_madd_epi16(d, _mm512_set1_epi32(0x00010064));
+}
+
+/* The same eight digits' value. */
+CODEC__ROW512_INLINE static inline __m512i codec__row_digits8(
+    __m512i xa, __m512i xb, __m512i l8, __m512i c8, int skip)
+{
+    __m512i d = codec__row_quads(xa, xb, l8, c8, skip);
+
     return _mm512_add_epi64(_mm512_mul_epu32(d, _mm512_set1_epi64(10000)),
                             _mm512_srli_epi64(d, 32));
 }
@@ -400,7 +409,10 @@ CODEC__ROW512_TARGET static unsigned codec__row_convert(
                 mant, _mm512_mul_epu32(codec__row_digits8(a->x, xb, l8, c8, 8),
                                        _mm512_set1_epi64(100000000)));
         if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(16)) & bytes) {
-            __m512i top = codec__row_digits8(a->x, xb, l8, c8, 16);
+            /* the first four digits' value above the last four's: below
+             * 1000 when the first five are zeros, and then their value */
+            __m512i top = _mm512_ror_epi64(
+                codec__row_quads(a->x, xb, l8, c8, 16), 32);
             unsure = _mm512_cmpge_epu64_mask(top, _mm512_set1_epi64(1000));
             mant = _mm512_add_epi64(
                 mant, _mm512_mullo_epi64(
