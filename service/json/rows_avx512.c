@@ -77,8 +77,9 @@ CODEC__ROW512_INLINE static inline __m512i codec__row_digits8(
 }
 
 /* codec__f32_of_decimal of eight lanes: mant * 10^q as float32 (without
- * the sign), for q in [-128, 127]. *unsure gets the lanes it cannot be
- * sure of: on or too near a float midpoint, float subnormal or overflow.
+ * the sign). *unsure gets the lanes it cannot be sure of: on or too near
+ * a float midpoint, float subnormal or overflow, q beyond the table (which
+ * the callers' at most 24 digits and two exponent digits never reach).
  *
  * A product, not a quotient: d = fl(fl(mant) * fl(10^q)) carries the same
  * three half-unit errors as fl(mant) / fl(10^-q), under 3.01 units of the
@@ -98,7 +99,7 @@ CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
     __m512i i = _mm512_add_epi64(q, _mm512_set1_epi64(31));
     __m512d d, p;
     __m512i bits;
-    __mmask8 nz = _mm512_test_epi64_mask(mant, mant);
+    __mmask8 nz = _mm512_test_epi64_mask(mant, mant), beyond = 0;
 
     if (_mm512_cmpgt_epu64_mask(i, _mm512_set1_epi64(31)) == 0) {
         /* 10^-31 .. 10^0, the decimals of plain numbers: from registers */
@@ -112,7 +113,7 @@ CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
     } else {
         __m512i at = _mm512_add_epi64(q, _mm512_set1_epi64(128));
 
-        nz &= ~_mm512_cmpgt_epu64_mask(at, _mm512_set1_epi64(255));
+        beyond = _mm512_cmpgt_epu64_mask(at, _mm512_set1_epi64(255));
         at = _mm512_min_epu64(at, _mm512_set1_epi64(255));
         p = _mm512_i64gather_pd(at, codec__pow10_q, 8);
     }
@@ -133,7 +134,8 @@ CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
                        nz, _mm512_sub_epi64(bits, least),
                        _mm512_set1_epi64(
                            (INT64_C(0x47EFFFFFE0000000) -
-                            (INT64_C(897) << 52)))));
+                            (INT64_C(897) << 52))))) |
+              beyond;
     return _mm512_cvtpd_ps(d);
 }
 
