@@ -90,9 +90,9 @@ END_TEST
 
 /* Decimals on and a few double units either side of float32 midpoints,
  * written with 9 to 17 significant digits and exponents from -30 to 20
- * (the product of codec__row_f32x8: exact only for 0 <= q <= 22 and
- * mantissas to 2^53, else kept clear of each midpoint), in rows of three
- * forms: each value stored must be strtof's. */
+ * (the product of codec__row_f32x8, kept clear of each midpoint by its
+ * margin, exact products included), in rows of three forms: each value
+ * stored must be strtof's. */
 START_TEST(test_reader_forms_midpoints)
 {
     static char buf[4096];
