@@ -13,7 +13,9 @@
  *   - connection limits: --max-connections-per-ip, and --max-connections
  *     reached by closing the longest-idle keep-alive connection first;
  *   - on shutdown, closing every connection without a request in compute;
- *   - noticing a client that leaves while its request computes.
+ *   - noticing a client that leaves while its request computes, and one
+ *     that half-closed right after its request (libmicrohttpd would wait
+ *     for a read that never comes; guard__wake_on_eof in guard.c).
  *
  * How: the executable defines accept4, recv and close, which libmicrohttpd
  * (a shared library) calls through the dynamic linker, so they reach this
