@@ -1097,11 +1097,18 @@ START_TEST(test_http_per_address_limit_503)
     cfg.max_connections_per_ip = 3;
     server *s = ts_start(&cfg);
     int fds[3];
-    for (int i = 0; i < 3; i++)
-        fds[i] = ts_connect(server_port(s));
-    /* The fourth from the same address is answered 503 and closed. */
     char out[2048];
     static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+    /* Each of three keep-alive connections has an answer, so the server
+     * has accepted and counted all three (its threads accept in parallel:
+     * a connection merely made may not be counted yet). */
+    for (int i = 0; i < 3; i++) {
+        fds[i] = ts_connect(server_port(s));
+        ck_assert_int_eq(send(fds[i], probe, sizeof probe - 1, 0),
+                         (ssize_t)sizeof probe - 1);
+        ck_assert_int_gt(recv(fds[i], out, sizeof out, 0), 0);
+    }
+    /* The fourth from the same address is answered 503 and closed. */
     int st = ts_raw(server_port(s), probe, sizeof probe - 1, out, sizeof out);
     ck_assert_int_eq(st, 503);
     ck_assert_ptr_nonnull(strstr(out, "\"unavailable\""));
@@ -1128,11 +1135,17 @@ START_TEST(test_http_full_closes_longest_idle)
     cfg.max_connections_per_ip = 0;
     server *s = ts_start(&cfg);
     int fds[3];
+    char out[2048];
+    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+    /* Three keep-alive connections, each answered (so accepted and
+     * counted), idle from one after the other. */
     for (int i = 0; i < 3; i++) {
         fds[i] = ts_connect(server_port(s));
+        ck_assert_int_eq(send(fds[i], probe, sizeof probe - 1, 0),
+                         (ssize_t)sizeof probe - 1);
+        ck_assert_int_gt(recv(fds[i], out, sizeof out, 0), 0);
         sleep_ms(20);
     }
-    sleep_ms(100);
     /* Full: the oldest idle connection makes room for a new one. */
     ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
     char c;
