@@ -4,6 +4,7 @@
 #ifndef ATTND_CODEC_H
 #define ATTND_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,13 @@ void codec_request_free(codec_request *req);
  * or at once on failure). Returns NULL when out of memory. */
 typedef struct codec_writer codec_writer;
 codec_writer *codec_writer_new(codec_request *req);
+
+/* Large JSON arrays of the body (65,536 values or more) are formatted a
+ * batch at a time on the request's compute pool, which shortens a lone
+ * request but only adds hand-offs when other requests keep the cores busy.
+ * With a gate, each batch goes to the pool only when ok(ctx) says so, and
+ * is otherwise formatted on the thread that reads the body. */
+void codec_writer_gate(codec_writer *w, bool (*ok)(void *ctx), void *ctx);
 
 /* Copies up to cap (> 0) bytes of the body into buf; returns the count, 0
  * at the end of the body. Never fails once the writer exists. */

@@ -50,6 +50,8 @@ struct codec_writer {
     int nseg, cap, cur;
     size_t pos;      /* within seg[cur]: byte (TEXT, B64) or value (JSON) */
     const attn_executor *exec; /* the pool, for large JSON segments */
+    bool (*par_ok)(void *ctx);  /* whether to use it now (NULL: always) */
+    void *par_ctx;
     char *par;       /* [tasks][CODEC__PAR_CHUNK * CODEC__VALUE_MAX] */
     size_t *par_len; /* [tasks]: bytes each task wrote */
     size_t par_tasks;
@@ -438,7 +440,8 @@ static void codec__fill_json(codec_writer *w, codec__seg *s)
 {
     size_t room = (CODEC__STAGE - w->stage_len) / CODEC__VALUE_MAX, n;
 
-    if (s->len >= CODEC__PAR_MIN && w->stage_len == 0 &&
+    if (s->len >= CODEC__PAR_MIN && w->stage_len == 0 && w->exec != NULL &&
+        (w->par_ok == NULL || w->par_ok(w->par_ctx)) &&
         codec__par_buffers(w)) {
         size_t left = s->len - w->pos, tasks;
         tasks = (left + CODEC__PAR_CHUNK - 1) / CODEC__PAR_CHUNK;
@@ -503,6 +506,12 @@ static void codec__fill(codec_writer *w)
         w->cur++;
         w->pos = 0;
     }
+}
+
+void codec_writer_gate(codec_writer *w, bool (*ok)(void *ctx), void *ctx)
+{
+    w->par_ok = ok;
+    w->par_ctx = ctx;
 }
 
 size_t codec_writer_read(codec_writer *w, char *buf, size_t cap)
