@@ -209,6 +209,17 @@ static bool http__pool_to_spare(void *ctx)
     return atomic_load(&srv->attend_in_flight) <= 1;
 }
 
+/* The answer of a computed request: its writer, which takes req, or the
+ * 503 when there is no memory for it. */
+static void http__writer_of(http_request *r, codec_request *req)
+{
+    r->writer = codec_writer_new(req); /* owns req from here */
+    r->failed = r->writer == NULL;
+    if (r->failed)
+        codec_error_set(&r->err, ERRORS_UNAVAILABLE, NULL,
+                        "out of memory for the response");
+}
+
 /* The computation of one request, on its own thread (or, when no thread
  * can be started, on the libmicrohttpd thread). Touches r only until it
  * resumes the connection. */
@@ -260,15 +271,10 @@ static void *http__compute(void *arg)
         codec_error_set(&r->err, ERRORS_UNAVAILABLE, NULL,
                         "the computation was cancelled");
     } else if (!r->failed) {
-        r->writer = codec_writer_new(req); /* owns req from here */
+        http__writer_of(r, req);
         req = NULL;
-        if (!r->writer) {
-            r->failed = true;
-            codec_error_set(&r->err, ERRORS_UNAVAILABLE, NULL,
-                            "out of memory for the response");
-        } else {
+        if (r->writer)
             codec_writer_gate(r->writer, http__pool_to_spare, srv);
-        }
     }
     codec_request_free(req);
     http__resume(r);
@@ -310,13 +316,8 @@ static enum MHD_Result http__attend_small(http_request *r,
     r->failed = true;
     if (codec_run(req, NULL, &r->err, &seconds) == 0) {
         metrics_compute(srv->metrics, seconds);
-        r->writer = codec_writer_new(req); /* owns req from here */
+        http__writer_of(r, req);
         req = NULL;
-        if (r->writer)
-            r->failed = false;
-        else
-            codec_error_set(&r->err, ERRORS_UNAVAILABLE, NULL,
-                            "out of memory for the response");
     }
     codec_request_free(req);
     r->computed = true;

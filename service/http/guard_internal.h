@@ -111,7 +111,6 @@ void guard__log_close(guard *g, metrics_close why, const char *peer);
 void guard__kill(guard_conn *gc);
 /* Drops fd's connection (under guard__mu); returns it to be freed. */
 guard_conn *guard__forget(int fd);
-
 /* After a request: when its client has half-closed, wakes libmicrohttpd up
  * to read the end (see guard.c). */
 void guard__wake_on_eof(guard_conn *gc);
