@@ -1090,6 +1090,20 @@ START_TEST(test_http_client_gone_mid_compute_cancelled)
 }
 END_TEST
 
+/* A keep-alive connection whose GET /healthz has been answered: the
+ * server has accepted and counted it (its threads accept in parallel, so
+ * a connection merely made may not be counted yet). */
+static int connect_answered(uint16_t p)
+{
+    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+    char buf[4096];
+    int fd = ts_connect(p);
+    ck_assert_int_eq(send(fd, probe, sizeof probe - 1, 0),
+                     (ssize_t)sizeof probe - 1);
+    ck_assert_int_gt(recv(fd, buf, sizeof buf, 0), 0);
+    return fd;
+}
+
 START_TEST(test_http_per_address_limit_503)
 {
     config cfg;
@@ -1097,17 +1111,10 @@ START_TEST(test_http_per_address_limit_503)
     cfg.max_connections_per_ip = 3;
     server *s = ts_start(&cfg);
     int fds[3];
+    for (int i = 0; i < 3; i++)
+        fds[i] = connect_answered(server_port(s));
     char out[2048];
     static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
-    /* Each of three keep-alive connections has an answer, so the server
-     * has accepted and counted all three (its threads accept in parallel:
-     * a connection merely made may not be counted yet). */
-    for (int i = 0; i < 3; i++) {
-        fds[i] = ts_connect(server_port(s));
-        ck_assert_int_eq(send(fds[i], probe, sizeof probe - 1, 0),
-                         (ssize_t)sizeof probe - 1);
-        ck_assert_int_gt(recv(fds[i], out, sizeof out, 0), 0);
-    }
     /* The fourth from the same address is answered 503 and closed. */
     int st = ts_raw(server_port(s), probe, sizeof probe - 1, out, sizeof out);
     ck_assert_int_eq(st, 503);
@@ -1135,15 +1142,10 @@ START_TEST(test_http_full_closes_longest_idle)
     cfg.max_connections_per_ip = 0;
     server *s = ts_start(&cfg);
     int fds[3];
-    char out[2048];
-    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
-    /* Three keep-alive connections, each answered (so accepted and
-     * counted), idle from one after the other. */
+    /* Three counted keep-alive connections, idle from one after the
+     * other. */
     for (int i = 0; i < 3; i++) {
-        fds[i] = ts_connect(server_port(s));
-        ck_assert_int_eq(send(fds[i], probe, sizeof probe - 1, 0),
-                         (ssize_t)sizeof probe - 1);
-        ck_assert_int_gt(recv(fds[i], out, sizeof out, 0), 0);
+        fds[i] = connect_answered(server_port(s));
         sleep_ms(20);
     }
     /* Full: the oldest idle connection makes room for a new one. */
@@ -1273,12 +1275,8 @@ START_TEST(test_http_quiesce_closes_idle_and_refuses_new_work)
 {
     /* A keep-alive connection between requests, and one whose upload is
      * under way. */
-    int idle = ts_connect(port);
-    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
-    ck_assert_int_eq(send(idle, probe, sizeof probe - 1, 0),
-                     (ssize_t)sizeof probe - 1);
+    int idle = connect_answered(port);
     char buf[4096];
-    ck_assert_int_gt(recv(idle, buf, sizeof buf, 0), 0);
     wait_idle(srv); /* so that the request awaited below is the upload */
     upload u = {.total = 2000, .hold_after = 512, .prefix = "["};
     chunked_call c = {.port = port, .u = &u};
