@@ -93,8 +93,24 @@ static int store_http__parse_json(const char *body, size_t len,
         codec_json_syntax(&r, err, "unexpected end of input, expected a value");
         return -1;
     }
+    codec_reader value = r;
     if (codec_array_parse(&r, "", STORE_HTTP__SHAPE_DOC, CODEC_LEAF_F32, 1, 4,
                           a, err)) {
+        /* read again for syntax only: a body that is not JSON at all is
+         * 400 invalid_json, as on /attend, whatever the value broke first */
+        codec_error syntax = {0};
+        if (err->kind == ERRORS_INVALID_REQUEST) {
+            if (codec_json_skip(&value, &syntax) == 0) {
+                codec_json_ws(&value);
+                if (value.p != value.end)
+                    codec_json_syntax(&value, &syntax,
+                                      "unexpected data after the tensor");
+            }
+            if (syntax.kind != ERRORS_INVALID_REQUEST && syntax.message[0]) {
+                *err = syntax;
+                return -1;
+            }
+        }
         store_http__name_body(err);
         return -1;
     }

@@ -781,7 +781,13 @@ START_TEST(test_store_http_errors)
         ts_assert_error(&r, 422, "invalid_request");
         ts_response_free(&r);
     }
-    static const char *const not_json[] = {"", "[1, 2", "[1] [2]", "abc"};
+    /* a syntax error is 400 wherever it lies, even after a value the
+     * contract refuses ("[1, tru]": a boolean, but not JSON first) */
+    static const char *const not_json[] = {
+        "", "[1, 2", "[1] [2]", "abc", "[1, 2,]", "[1,,2]", "[1, NaN]",
+        "[[1, 2], [3, Infinity]]", "[.5, 1]", "[+1, 2]", "[1, tru]",
+        "[nan, 1]", "[[1], [2, 3], ]",
+        "{\"dtype\":\"float32\",\"shape\":[1,],\"data\":\"AACAPw==\"}"};
     for (size_t i = 0; i < sizeof not_json / sizeof not_json[0]; i++) {
         store_post(port, "/tensors", "application/json", not_json[i],
                    strlen(not_json[i]), &r);
