@@ -4,11 +4,13 @@
  * The bytes of 64 at a time are classified once (digits, points, signs,
  * exponent marks, whitespace, separators), the JSON grammar of every
  * number in them checked with a few operations on those masks, and the
- * mantissa digits of all the numbers packed together (vpcompressb). A
+ * mantissa digits of all the numbers packed together (vpcompressb). In a
  * block whose blanks all follow separators (", ", a newline and
- * indentation) has its masks gathered past them (pext) and is read as
- * compact text; blocks with exponents or other blanks take a general pass,
- * in which a number is the run of non-blank bytes before a separator.
+ * indentation) a number starts at the first byte after a separator's
+ * blanks, and the block is read as compact text is, with no pass to take
+ * the blanks out; blocks with exponents or other blanks take a general
+ * pass, in which a number is the run of non-blank bytes before a
+ * separator.
  * The next block starts after the last separator of this one.
  *
  * The blocks are taken two at a time: their packed digits make one table
@@ -185,8 +187,8 @@ CODEC__ROW512_INLINE static inline int codec__row_scan(const char *s,
     uint64_t pt = codec__eq64(v, '.'), mn = codec__eq64(v, '-');
     uint64_t cl = codec__eq64(v, ']');
     uint64_t ends = codec__eq64(v, ',') | cl;
-    uint64_t w, other, zero, pends, odg, st, first, mdg, last, ie;
-    uint64_t bad = 0;
+    uint64_t w, other, zero, odg, st, first, mdg, last, ie;
+    uint64_t bad = 0, blanks = 0;
 
     b->ev = _mm512_setzero_si512();
     if (cl)
@@ -198,35 +200,29 @@ CODEC__ROW512_INLINE static inline int codec__row_scan(const char *s,
     w = codec__row_upto(ends);
     other = w & ~(dg | pt | mn | ends);
     zero = codec__eq64(v, '0');
-    pends = ends;
     odg = dg & w;
     if (other != 0 && any) {
         uint64_t ws = codec__row_blanks(v) & w;
         if ((other & ~ws) == 0 && (ws & ~(((ends | ws) << 1) | 1)) == 0) {
             /* blanks only after separators (", ", and a newline and
-             * indentation): without them the numbers are compact, and
-             * the order of digits, numbers and separators is the same */
-            uint64_t keep = w & ~ws;
-            dg = _pext_u64(dg, keep);
-            pt = _pext_u64(pt, keep);
-            mn = _pext_u64(mn, keep);
-            zero = _pext_u64(zero, keep);
-            pends = _pext_u64(ends, keep);
-            w = codec__row_upto(pends);
+             * indentation): each number is then the run from the first
+             * byte after them to the next separator, as in compact text */
+            blanks = ws;
             other = 0;
         }
     }
     if (other == 0) {
-        /* compact plain decimals: a number starts after each separator and
-         * ends before the next */
+        /* plain decimals: a number starts at the first byte after a
+         * separator and its blanks (or the block's start), and ends
+         * before the next separator */
         uint64_t dots, fr;
 
         dg &= w;
         pt &= w;
         mn &= w;
-        st = ((pends << 1) | 1) & w;
+        st = ~blanks & w & (((ends | blanks) << 1) | 1);
         first = (st & ~mn) | ((st & mn) << 1);
-        dots = _pext_u64(pt, pt | pends); /* points in separator order */
+        dots = _pext_u64(pt, pt | ends); /* points in separator order */
         if ((mn & ~st) != 0 ||           /* a sign not first */
             (first & ~dg) != 0 ||        /* no digit first (",,", ".5") */
             ((pt << 1) & ~dg) != 0 ||    /* no digit after a point (one
@@ -237,10 +233,10 @@ CODEC__ROW512_INLINE static inline int codec__row_scan(const char *s,
             return 0;
         /* the digits after a point (ends - (pt << 1): each point's next
          * digit borrows from its number's end) */
-        fr = (pends - (pt << 1)) & dg;
+        fr = (ends - (pt << 1)) & dg;
         mdg = dg;
-        last = (pends >> 1) & dg;
-        ie = ((pt >> 1) | ((pends >> 1) & ~fr)) & dg;
+        last = (ends >> 1) & dg;
+        ie = ((pt >> 1) | ((ends >> 1) & ~fr)) & dg;
         b->x = _mm512_maskz_compress_epi8(odg, x);
     } else {
         /* blanks before numbers, exponents, or a fault */
