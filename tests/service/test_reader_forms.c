@@ -552,6 +552,101 @@ START_TEST(test_reader_forms_invalid)
 }
 END_TEST
 
+/* Long rows in every layout and number form with a random fault or two
+ * (a byte inserted, dropped or replaced by one the grammar cares about)
+ * are read the same by every row loop and by the general reader alone:
+ * the same values, or the same error kind at the same pointer. */
+START_TEST(test_reader_forms_mutated_same_everywhere)
+{
+    static const char faults[] = " ,-0.\ne+1\t]x[E";
+    static char body[4096], base[4096];
+    int have = codec__row_isa(-1), round, failed = 0;
+
+    for (round = 0; round < 6000; round++) {
+        size_t n = 0, k, count = 20 + rf_rand() % 60;
+        int layout = (int)(rf_rand() % RF_LAYOUTS), isa, m;
+        const char *sep = layout == RF_COMPACT  ? ","
+                          : layout == RF_SPACED ? ", "
+                                                : ",\n      ";
+        float first[256];
+        codec_error first_err;
+        int first_rc = 0;
+        size_t first_count = 0;
+
+        base[n++] = '[';
+        for (k = 0; k < count; k++) {
+            char num[64];
+            rf_write((int)(rf_rand() % RF_FORMS), rf_value(), num);
+            n += (size_t)snprintf(base + n, sizeof base - n, "%s%s",
+                                  k ? sep : "", num);
+        }
+        base[n++] = ']';
+        memcpy(body, base, n);
+        for (m = 0; m < 1 + (int)(rf_rand() % 2); m++) {
+            size_t at = rf_rand() % n;
+            char c = faults[rf_rand() % (sizeof faults - 1)];
+            switch (rf_rand() % 3) {
+            case 0: /* insert */
+                memmove(body + at + 1, body + at, n - at);
+                body[at] = c;
+                n++;
+                break;
+            case 1: /* drop */
+                memmove(body + at, body + at + 1, n - at - 1);
+                n--;
+                break;
+            default:
+                body[at] = c;
+            }
+        }
+        for (isa = have; isa >= 0; isa--) {
+            codec_reader r;
+            codec_array a;
+            codec_error err;
+            int rc;
+
+            codec__row_isa(isa);
+            memset(&err, 0, sizeof err);
+            memset(&a, 0, sizeof a);
+            codec_reader_init(&r, body, n, NULL);
+            rc = codec_array_parse(&r, "/x", "[k]", CODEC_LEAF_F32, 1, 1, &a,
+                                   &err);
+            if (rc == 0) {
+                codec_json_ws(&r);
+                if (r.p != r.end)
+                    rc = 2; /* text after the row */
+            }
+            if (isa == have) {
+                first_rc = rc;
+                first_err = err;
+                first_count = a.count;
+                if (rc == 0)
+                    memcpy(first, a.data, a.count * sizeof *first);
+            } else if (rc != first_rc ||
+                       (rc == -1 && (err.kind != first_err.kind ||
+                                     strcmp(err.field, first_err.field))) ||
+                       (rc == 0 && (a.count != first_count ||
+                                    memcmp(first, a.data,
+                                           a.count * sizeof *first)))) {
+                if (failed++ < 5)
+                    fprintf(stderr,
+                            "row loop %d: rc %d kind %d field '%s' (%s); "
+                            "row loop %d: rc %d kind %d field '%s' (%s); "
+                            "body %.*s\n",
+                            have, first_rc, (int)first_err.kind,
+                            first_err.field, first_err.message, isa, rc,
+                            (int)err.kind, err.field, err.message, (int)n,
+                            body);
+            }
+            if (rc == 0 || rc == 2)
+                codec_array_clear(&a);
+        }
+    }
+    codec__row_isa(-1);
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 /* codec_json_row_any on random rows of numbers in every form, blanks
  * before them, and rare faults: whatever it takes is a JSON number equal
  * to strtof's reading of it, and it stops just before a separator. */
@@ -651,6 +746,7 @@ Suite *reader_forms_suite(void)
     tcase_add_test(tc, test_reader_forms_bits);
     tcase_add_test(tc, test_reader_forms_overflow);
     tcase_add_test(tc, test_reader_forms_invalid);
+    tcase_add_test(tc, test_reader_forms_mutated_same_everywhere);
     tcase_add_test(tc, test_reader_forms_row_any);
     reader_forms_pairs(tc); /* tests/service/test_reader_pairs.c */
     suite_add_tcase(s, tc);
