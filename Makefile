@@ -67,7 +67,8 @@ include mk/store.mk
 include mk/service.mk
 include mk/web.mk
 include mk/robust.mk
-include mk/deploy.mk mk/docs.mk mk/families.mk mk/python.mk mk/v1.mk
+include mk/deploy.mk mk/docs.mk mk/families.mk mk/python.mk mk/v1.mk \
+        mk/contract.mk
 MK_UNLISTED := $(filter-out $(MAKEFILE_LIST),$(wildcard mk/*.mk))
 ifneq ($(MK_UNLISTED),)
   $(error $(MK_UNLISTED): not in the Makefile's list of fragments)
