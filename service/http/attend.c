@@ -46,6 +46,10 @@ typedef struct http__body {
  * once) cannot starve the small requests of everyone else. */
 #define HTTP__SMALL_BODY ((size_t)1 << 20)
 
+/* Bodies from this size are read into their own buffer by guard.c, not
+ * copied out of libmicrohttpd's; smaller ones mostly come with the head. */
+#define HTTP__SINK_MIN ((size_t)1 << 16)
+
 /* Takes bytes from the budget for a body that will then hold total
  * reserved bytes; false when they do not fit. */
 static bool http__reserve(server *srv, size_t bytes, size_t total)
@@ -77,6 +81,15 @@ enum MHD_Result http__body_admit(http_request *r, struct MHD_Connection *c,
     }
     r->reserved = (size_t)declared;
     r->body_hint = (size_t)declared;
+    if (r->gc && declared >= HTTP__SINK_MIN) {
+        /* The whole body's buffer now, so that guard.c reads what is left
+         * of the body straight into it. */
+        r->body = malloc((size_t)declared);
+        if (r->body) {
+            r->body_cap = (size_t)declared;
+            guard_body_sink(r->gc, r->body, declared);
+        }
+    }
     return MHD_YES;
 }
 
@@ -98,6 +111,8 @@ static void http__refuse_body(http_request *r, bool budget)
 {
     server *srv = r->srv;
     r->discard = true;
+    if (r->gc)
+        guard_body_sink(r->gc, NULL, 0);
     r->over_budget = budget;
     http__drop_body(r);
     if (!r->gc)
@@ -150,6 +165,8 @@ void http__take_body(http_request *r, const char *data, size_t size)
             }
             r->reserved = cap;
         }
+        if (r->gc)
+            guard_body_sink(r->gc, NULL, 0); /* the buffer moves */
         char *b = realloc(r->body, cap);
         if (!b) {
             /* Treated like an oversized body: drained, then refused. */
@@ -160,7 +177,13 @@ void http__take_body(http_request *r, const char *data, size_t size)
         r->body = b;
         r->body_cap = cap;
     }
-    memcpy(r->body + r->body_len, data, size);
+    /* Bytes from the offset guard.c began to read into the buffer itself
+     * are in place already; libmicrohttpd's copy of them is stale. */
+    uint64_t sunk = r->gc ? guard_body_sunk(r->gc) : UINT64_MAX;
+    size_t copy = size;
+    if (sunk < r->body_len + size)
+        copy = sunk > r->body_len ? (size_t)(sunk - r->body_len) : 0;
+    memcpy(r->body + r->body_len, data, copy);
     r->body_len += size;
 }
 

@@ -258,6 +258,7 @@ static int guard__admit(guard *g, int fd, const struct sockaddr_storage *ss,
     ip->count++;
     gc->g = g;
     gc->fd = fd;
+    gc->sink_from = UINT64_MAX;
     memcpy(gc->addr, addr, 16);
     memcpy(gc->peer, peer, sizeof peer);
     atomic_init(&gc->t_idle, guard__now());
@@ -440,7 +441,13 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
     char *out = buf;
     size_t n = 0;
     for (;;) {
-        /* Bytes already classified go first. */
+        /* Bytes already in the sink, not yet counted to libmicrohttpd, go
+         * first; then bytes already classified. */
+        if (gc->sink_ahead) {
+            size_t k = gc->sink_ahead < len - n ? gc->sink_ahead : len - n;
+            gc->sink_ahead -= k;
+            n += k;
+        }
         if (gc->in_ready) {
             size_t k = gc->in_ready < len - n ? gc->in_ready : len - n;
             memcpy(out + n, gc->in, k);
@@ -460,14 +467,36 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
         uint64_t direct = framing_direct(&gc->fr);
         ssize_t r;
         if (direct && !gc->in_len) {
-            /* Body bytes straight into libmicrohttpd's buffer. */
+            /* Body bytes straight into libmicrohttpd's buffer, or into
+             * the request's own at their place (guard_body_sink). */
             size_t want = len - n < direct ? len - n : (size_t)direct;
-            r = guard__sys_recv(fd, out + n, want, 0);
+            char *to = out + n;
+            uint64_t at = gc->sink_len - direct;
+            if (gc->sink && gc->fr.state == FRAMING_BODY &&
+                direct <= gc->sink_len) {
+                /* As much of the body as has come, in one read: what
+                 * libmicrohttpd's buffer has no room for is counted to it
+                 * at its next reads (sink_ahead), before any other byte. */
+                to = gc->sink + at;
+                want = direct < GUARD__SINK_READ ? (size_t)direct
+                                                 : GUARD__SINK_READ;
+            }
+            r = guard__sys_recv(fd, to, want, 0);
             if (r > 0) {
                 framing_error none = {0};
-                framing_scan(&gc->fr, out + n, (size_t)r, &none);
-                atomic_store(&gc->in_body, framing_in_body(&gc->fr));
+                framing_scan(&gc->fr, to, (size_t)r, &none);
                 atomic_fetch_add(&gc->rx, (uint64_t)r);
+                if (to != out + n) {
+                    if (gc->sink_from == UINT64_MAX)
+                        gc->sink_from = at;
+                    if ((size_t)r > len - n) {
+                        gc->sink_ahead = (size_t)r - (len - n);
+                        r = (ssize_t)(len - n);
+                    }
+                }
+                if (!framing_direct(&gc->fr))
+                    gc->sink = NULL; /* the body is whole */
+                atomic_store(&gc->in_body, framing_in_body(&gc->fr));
                 n += (size_t)r;
                 if ((size_t)r < want)
                     break; /* the socket is drained */
@@ -523,6 +552,17 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
         return 0;
     errno = EAGAIN;
     return -1;
+}
+
+void guard_body_sink(guard_conn *gc, char *buf, uint64_t len)
+{
+    gc->sink = buf;
+    gc->sink_len = buf ? len : 0;
+}
+
+uint64_t guard_body_sunk(const guard_conn *gc)
+{
+    return gc->sink_from;
 }
 
 /* libmicrohttpd 0.9.75, with edge-triggered epoll, takes a read shorter

@@ -69,6 +69,19 @@ void guard_request_send(guard_conn *gc);
 void guard_request_sent(guard_conn *gc, size_t bytes);
 void guard_request_end(guard_conn *gc);
 
+/* The current request's body buffer, of len bytes (its Content-Length):
+ * body bytes read from the socket from now on go straight to their place
+ * in buf, and libmicrohttpd's buffer gets their count only, so the access
+ * handler copies only the bytes before guard_body_sunk(gc). This saves
+ * copying a large body from libmicrohttpd's buffer to the request's
+ * (libmicrohttpd 0.9.75 hands a Content-Length body on without reading
+ * it). buf NULL: no more; a body ends it too. On the connection's
+ * libmicrohttpd thread only, like the reads. */
+void guard_body_sink(guard_conn *gc, char *buf, uint64_t len);
+/* The body offset from which its bytes were read into the sink; UINT64_MAX
+ * when none were. */
+uint64_t guard_body_sunk(const guard_conn *gc);
+
 /* Cuts the current request off now: answers status (code, message) raw
  * when no answer has begun, then shuts the connection down; counted under
  * why. For a body that must not be read further. */

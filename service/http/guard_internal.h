@@ -17,6 +17,8 @@
 /* Bytes read ahead while a head is being checked: a head at its limit and
  * the start of what follows. */
 #define GUARD__IN_CAP (FRAMING_MAX_HEAD + 4096)
+/* Most bytes one read into a request's body buffer takes. */
+#define GUARD__SINK_READ ((size_t)1 << 22)
 /* How long input is still read and dropped after a raw answer, so the
  * client, perhaps still sending, reads the answer instead of a reset. */
 #define GUARD__LINGER_NS 2000000000LL
@@ -72,6 +74,9 @@ struct guard_conn {
     size_t in_len, in_ready; /* in[0..in_ready) is classified */
     framing_error reject;     /* to answer at the next read */
     bool eof;
+    char *sink;               /* guard_body_sink: the body's buffer */
+    uint64_t sink_len, sink_from;
+    size_t sink_ahead; /* read into it, not yet counted to libmicrohttpd */
 };
 
 struct guard {

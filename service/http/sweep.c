@@ -20,6 +20,8 @@ void guard_request_begin(guard_conn *gc)
     atomic_store(&gc->cut, 0);
     atomic_store(&gc->t_req, guard__now());
     atomic_store(&gc->app, GUARD__APP_REQ);
+    guard_body_sink(gc, NULL, 0);
+    gc->sink_from = UINT64_MAX;
 }
 
 void guard_request_responded(guard_conn *gc)
@@ -59,6 +61,8 @@ void guard_request_end(guard_conn *gc)
     atomic_store(&gc->t_idle, guard__now());
     atomic_store(&gc->app, GUARD__APP_NONE);
     pthread_mutex_unlock(&guard__mu);
+    guard_body_sink(gc, NULL, 0);
+    gc->sink_from = UINT64_MAX;
     guard__wake_on_eof(gc);
 }
 

@@ -17,6 +17,7 @@
 
 #include "attn.h"
 #include "http/framing.h"
+#include "json/text.h"
 #include "metrics.h"
 #include "test_service.h"
 
@@ -894,6 +895,134 @@ START_TEST(test_http_attend_round_trip)
 }
 END_TEST
 
+/* Sends the pieces of stream with a pause before each after the first,
+ * then reads until the server closes; the answers' bodies go to bodies
+ * (at most want). Returns how many came with status 200. */
+static int paced_exchange(const char *stream, const size_t *cuts, size_t ncut,
+                          size_t len, char **bodies, int want)
+{
+    int fd = ts_connect(port);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    size_t from = 0;
+    for (size_t i = 0; i <= ncut; i++) {
+        size_t to = i < ncut ? cuts[i] : len;
+        if (i > 0)
+            sleep_ms(30);
+        ck_assert_int_eq(send(fd, stream + from, to - from, MSG_NOSIGNAL),
+                         (ssize_t)(to - from));
+        from = to;
+    }
+    size_t cap = 1 << 22, got = 0;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    ssize_t n;
+    while (got < cap - 1 && (n = recv(fd, out + got, cap - 1 - got, 0)) > 0)
+        got += (size_t)n;
+    out[got] = '\0';
+    close(fd);
+    int ok = 0, k = 0;
+    for (char *p = out; k < want && (p = strstr(p, "HTTP/1.1 ")); k++) {
+        int status = atoi(p + 9);
+        char *body = strstr(p, "\r\n\r\n");
+        ck_assert_ptr_nonnull(body);
+        body += 4;
+        /* a chunked answer: its chunk sizes out of the way */
+        text_buf t = TEXT_BUF_INIT;
+        char *next = body;
+        if (strcasestr(p, "Transfer-Encoding: chunked") &&
+            strcasestr(p, "Transfer-Encoding: chunked") < body) {
+            for (;;) {
+                unsigned long sz = strtoul(next, &next, 16);
+                next = strstr(next, "\r\n") + 2;
+                if (sz == 0) {
+                    next += 2;
+                    break;
+                }
+                text_append(&t, next, sz);
+                next += sz + 2;
+            }
+        } else {
+            const char *h = strcasestr(p, "Content-Length: ");
+            size_t blen = h && h < body ? strtoul(h + 16, NULL, 10) : 0;
+            text_append(&t, body, blen);
+            next = body + blen;
+        }
+        bodies[k] = text_take(&t, NULL);
+        ok += status == 200;
+        p = next;
+    }
+    free(out);
+    return ok;
+}
+
+START_TEST(test_http_large_body_read_in_place)
+{
+    /* A body of at least 64 KiB is read straight into the request's
+     * buffer, and libmicrohttpd's gets only the count of those bytes:
+     * whatever way the bytes arrive (with the head, in small pieces, in one
+     * piece larger than libmicrohttpd's buffer, two requests back to back
+     * with a probe after them), the answers are those of the reference. */
+    ts_case c;
+    ts_case_make(&c, 48, 64, 4, 16, NULL);
+    ck_assert_uint_gt(c.json_len, 1u << 17);
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: "
+                      "application/json\r\nContent-Length: %zu\r\n\r\n",
+                      c.json_len);
+    size_t one = (size_t)hl + c.json_len;
+    static const char probe[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n"
+                                "Connection: close\r\n\r\n";
+    size_t len = 2 * one + sizeof probe - 1;
+    char *stream = malloc(len);
+    ck_assert_ptr_nonnull(stream);
+    for (int i = 0; i < 2; i++) {
+        memcpy(stream + i * one, head, (size_t)hl);
+        memcpy(stream + i * one + hl, c.json, c.json_len);
+    }
+    memcpy(stream + 2 * one, probe, sizeof probe - 1);
+    size_t h = (size_t)hl, b = c.json_len;
+    const struct {
+        size_t cuts[6];
+        size_t ncut;
+    } ways[] = {
+        {{0}, 0},                                  /* all at once */
+        {{h}, 1},                                  /* head, then the rest */
+        {{h + 10}, 1},                             /* a few bytes with it */
+        {{h + 7, h + 5000, h + 70000, h + 70001, one + h}, 5}, /* pieces */
+        {{h + b - 1, one + h + 3, one + h + b / 2}, 3},
+    };
+    size_t d_out = c.h * c.d_k;
+    float *out = malloc(c.n * d_out * sizeof *out);
+    float *weights = malloc(c.h * c.n * c.n * sizeof *weights);
+    reference(&c, out, weights);
+    for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+        char *bodies[3] = {NULL, NULL, NULL};
+        int ok = paced_exchange(stream, ways[w].cuts, ways[w].ncut, len,
+                                bodies, 3);
+        ck_assert_msg(ok == 3, "way %zu: %d answers of 200", w, ok);
+        for (int k = 0; k < 2; k++) {
+            json_error_t je;
+            json_t *j = json_loads(bodies[k], 0, &je);
+            ck_assert_msg(j != NULL, "way %zu answer %d: %s", w, k, je.text);
+            check_matrix(json_object_get(j, "output"), out, c.n, d_out);
+            json_t *att = json_object_get(j, "attention");
+            for (size_t i = 0; i < c.h; i++)
+                check_matrix(json_array_get(att, i),
+                             weights + i * c.n * c.n, c.n, c.n);
+            json_decref(j);
+        }
+        for (int k = 0; k < 3; k++)
+            free(bodies[k]);
+    }
+    free(out);
+    free(weights);
+    free(stream);
+    ts_case_free(&c);
+}
+END_TEST
+
 /* Sends data, half-closes (shutdown SHUT_WR, as a client that has nothing
  * more to say does) and reads until the server closes: the number of
  * "HTTP/1.1 " status lines it sent, or -1 when it neither closed nor
@@ -1337,6 +1466,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_trickled_body_cut_at_body_timeout);
     tcase_add_test(t, test_http_in_flight_limit_503_retry_after);
     tcase_add_test(t, test_http_attend_round_trip);
+    tcase_add_test(t, test_http_large_body_read_in_place);
     tcase_add_test(t, test_http_half_closed_client_answered_and_closed);
     tcase_add_test(t, test_http_probes_answered_while_pool_saturated);
     tcase_add_test(t, test_http_health_during_heavy_request);
