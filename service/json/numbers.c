@@ -205,7 +205,9 @@ __attribute__((constructor)) static void codec__place_init(void)
     codec__ssse3 = __builtin_cpu_supports("ssse3");
     codec__avx512 = __builtin_cpu_supports("avx512f") &&
                     __builtin_cpu_supports("avx512vl") &&
-                    __builtin_cpu_supports("avx512bw");
+                    __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512cd");
 }
 
 /* The plain layout without a branch on the value: the nine digits of sig
@@ -279,7 +281,8 @@ static const uint64_t codec__pow10_g[77] = {
     UINT64_C(0xB35DBF821AE4F38C),
 };
 
-#define CODEC__AVX512 __attribute__((target("avx512f,avx512vl,avx512bw")))
+#define CODEC__AVX512 \
+    __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512cd")))
 
 /* floor(g * cp / 2^64), its lowest bit set when the rest is not zero (round
  * to odd); g in [2^63, 2^64), cp < 2^32. ghi is g >> 32. */
@@ -305,95 +308,131 @@ CODEC__AVX512 static inline __m512i codec__div10(__m512i x)
         _mm512_mul_epu32(x, _mm512_set1_epi64(0xCCCCCCCD)), 35);
 }
 
+/* r / 10^j where 10^j divides r, else r: r * 5^-j (mod 2^64) rotated right
+ * by j is r / 10^j exactly when 10^j divides r, and above (2^64 - 1) / 10^j
+ * otherwise, so one product tests and divides (no branch on the value) */
+CODEC__AVX512 static inline __m512i codec__strip(__m512i r, __m512i *e,
+                                                 uint64_t inv, int j,
+                                                 uint64_t max)
+{
+    __m512i t = _mm512_rorv_epi64(
+        _mm512_mullo_epi64(r, _mm512_set1_epi64((long long)inv)),
+        _mm512_set1_epi64(j));
+    __mmask8 z = _mm512_cmple_epu64_mask(t, _mm512_set1_epi64((long long)max));
+
+    *e = _mm512_mask_add_epi64(*e, z, *e, _mm512_set1_epi64(j));
+    return _mm512_mask_mov_epi64(r, z, t);
+}
+
+/* The shortest digits of the eight floats whose bits are in the 64-bit
+ * lanes of `bits` (the `live` ones): sig in *sig, exponent in *exp, both 0
+ * for zeros and non-finite values. Returns the mask of the finite nonzero
+ * lanes. */
+CODEC__AVX512 static inline __attribute__((always_inline)) __mmask8
+codec__digits8(__m512i bits, __mmask8 live, __m512i *sig, __m512i *exp)
+{
+    const __m512i one = _mm512_set1_epi64(1), two = _mm512_set1_epi64(2);
+    __m512i f = _mm512_and_si512(bits, _mm512_set1_epi64(0x7FFFFF));
+    __m512i be = _mm512_and_si512(_mm512_srli_epi64(bits, 23),
+                                  _mm512_set1_epi64(0xFF));
+    __mmask8 normal = _mm512_test_epi64_mask(be, be);
+    /* finite and not zero; the rest get sig 0 and exponent 0 */
+    __mmask8 valid =
+        live & _mm512_cmpneq_epi64_mask(be, _mm512_set1_epi64(0xFF)) &
+        _mm512_test_epi64_mask(bits, _mm512_set1_epi64(0x7FFFFFFF));
+    /* a power of two above the least normal: the float below is nearer */
+    __mmask8 closer =
+        _mm512_testn_epi64_mask(f, f) & _mm512_cmpgt_epu64_mask(be, one);
+    __m512i c = _mm512_mask_or_epi64(f, normal, f, _mm512_set1_epi64(0x800000));
+    __m512i q = _mm512_mask_sub_epi64(_mm512_set1_epi64(-149), normal, be,
+                                      _mm512_set1_epi64(150));
+    /* an odd c excludes the interval's ends (ties to even) */
+    __mmask8 odd = _mm512_test_epi64_mask(c, one);
+    __m512i cb = _mm512_slli_epi64(c, 2);
+    __m512i cbl = _mm512_mask_add_epi64(_mm512_sub_epi64(cb, two), closer,
+                                        _mm512_sub_epi64(cb, two), one);
+    __m512i cbr = _mm512_add_epi64(cb, two);
+    /* k = floor(log10 2^q), or of 3/4 2^q; h = q + floor(log2 10^-k) + 1 */
+    __m512i kq = _mm512_mul_epi32(q, _mm512_set1_epi64(1262611));
+    __m512i k = _mm512_srai_epi64(
+        _mm512_mask_sub_epi64(kq, closer, kq, _mm512_set1_epi64(524031)), 22);
+    __m512i negk = _mm512_sub_epi64(_mm512_setzero_si512(), k);
+    __m512i h = _mm512_add_epi64(
+        _mm512_add_epi64(q, one),
+        _mm512_srai_epi64(_mm512_mul_epi32(negk, _mm512_set1_epi64(1741647)),
+                          19));
+    /* g from four registers of the table for -k + 31 in [24, 56) (|v|
+     * from about 1e-23 to 1e10: probabilities and activations alike); the
+     * gather, slow next to a permute, only for lanes outside */
+    __m512i gi = _mm512_add_epi64(negk, _mm512_set1_epi64(31 - 24));
+    __m512i g = _mm512_mask_mov_epi64(
+        _mm512_permutex2var_epi64(_mm512_loadu_si512(codec__pow10_g + 24), gi,
+                                  _mm512_loadu_si512(codec__pow10_g + 32)),
+        _mm512_test_epi64_mask(gi, _mm512_set1_epi64(16)),
+        _mm512_permutex2var_epi64(_mm512_loadu_si512(codec__pow10_g + 40), gi,
+                                  _mm512_loadu_si512(codec__pow10_g + 48)));
+    __mmask8 far =
+        valid & _mm512_cmpgt_epu64_mask(gi, _mm512_set1_epi64(31));
+    if (far)
+        g = _mm512_mask_i64gather_epi64(
+            g, far, _mm512_add_epi64(negk, _mm512_set1_epi64(31)),
+            (const void *)codec__pow10_g, 8);
+    __m512i ghi = _mm512_srli_epi64(g, 32);
+    __m512i vbl = codec__round_odd(g, ghi, _mm512_sllv_epi64(cbl, h));
+    __m512i vb = codec__round_odd(g, ghi, _mm512_sllv_epi64(cb, h));
+    __m512i vbr = codec__round_odd(g, ghi, _mm512_sllv_epi64(cbr, h));
+    __m512i lower = _mm512_mask_add_epi64(vbl, odd, vbl, one);
+    __m512i upper = _mm512_mask_sub_epi64(vbr, odd, vbr, one);
+    /* s: the integer part of v's scaled value; sp its tenth */
+    __m512i s = _mm512_srli_epi64(vb, 2), s4 = _mm512_slli_epi64(s, 2);
+    __m512i sp = codec__div10(s);
+    __m512i sp40 = _mm512_add_epi64(_mm512_slli_epi64(sp, 5),
+                                    _mm512_slli_epi64(sp, 3));
+    __mmask8 u1 = _mm512_cmple_epu64_mask(lower, sp40);
+    __mmask8 w1 = _mm512_cmple_epu64_mask(
+        _mm512_add_epi64(sp40, _mm512_set1_epi64(40)), upper);
+    /* exactly one of 10 sp and 10 (sp + 1) inside: a digit fewer */
+    __mmask8 fewer =
+        _mm512_cmpge_epu64_mask(s, _mm512_set1_epi64(10)) & (u1 ^ w1);
+    __mmask8 u0 = _mm512_cmple_epu64_mask(lower, s4);
+    __mmask8 w0 = _mm512_cmple_epu64_mask(
+        _mm512_add_epi64(s4, _mm512_set1_epi64(4)), upper);
+    __m512i mid = _mm512_add_epi64(s4, two);
+    __mmask8 nearer_up =
+        _mm512_cmpgt_epu64_mask(vb, mid) |
+        (_mm512_cmpeq_epi64_mask(vb, mid) & _mm512_test_epi64_mask(s, one));
+    /* exactly one of s and s + 1 inside: that one; else the nearer */
+    __mmask8 up = ((u0 ^ w0) & w0) | (~(u0 ^ w0) & nearer_up);
+    __m512i r = _mm512_mask_add_epi64(s, up, s, one);
+    __m512i e = _mm512_mask_add_epi64(k, fewer, k, one);
+
+    r = _mm512_mask_add_epi64(r, fewer, sp, _mm512_maskz_mov_epi64(w1, one));
+    r = _mm512_maskz_mov_epi64(valid, r);
+    /* trailing zeros off: r has at most 9 digits and at most 7 of them
+     * trailing zeros (every float32 checked), so four, two and one zero
+     * cover all without a branch (a loop a zero at a time mispredicted
+     * on one pass in seven) */
+    r = codec__strip(r, &e, UINT64_C(0xD288CE703AFB7E91), 4,
+                     UINT64_C(0x68DB8BAC710CB));
+    r = codec__strip(r, &e, UINT64_C(0x8F5C28F5C28F5C29), 2,
+                     UINT64_C(0x28F5C28F5C28F5C));
+    r = codec__strip(r, &e, UINT64_C(0xCCCCCCCCCCCCCCCD), 1,
+                     UINT64_C(0x1999999999999999));
+    *sig = r;
+    *exp = _mm512_maskz_mov_epi64(valid, e); /* r = 0 looked divisible */
+    return valid;
+}
+
 CODEC__AVX512 static void codec__shortest_avx512(const float *v, size_t n,
                                                  uint32_t *sig, int *exp)
 {
-    const __m512i one = _mm512_set1_epi64(1), two = _mm512_set1_epi64(2);
-
     for (size_t i = 0; i < n; i += 8) {
         __mmask8 live = n - i >= 8 ? 0xFF : (__mmask8)((1u << (n - i)) - 1);
         __m512i bits =
             _mm512_cvtepu32_epi64(_mm256_maskz_loadu_epi32(live, v + i));
-        __m512i f = _mm512_and_si512(bits, _mm512_set1_epi64(0x7FFFFF));
-        __m512i be = _mm512_and_si512(_mm512_srli_epi64(bits, 23),
-                                      _mm512_set1_epi64(0xFF));
-        __mmask8 normal = _mm512_test_epi64_mask(be, be);
-        /* finite and not zero; the rest get sig 0 and exponent 0 */
-        __mmask8 valid =
-            live &
-            _mm512_cmpneq_epi64_mask(be, _mm512_set1_epi64(0xFF)) &
-            _mm512_test_epi64_mask(bits, _mm512_set1_epi64(0x7FFFFFFF));
-        /* a power of two above the least normal: the float below is nearer */
-        __mmask8 closer =
-            _mm512_testn_epi64_mask(f, f) & _mm512_cmpgt_epu64_mask(be, one);
-        __m512i c = _mm512_mask_or_epi64(f, normal, f,
-                                         _mm512_set1_epi64(0x800000));
-        __m512i q = _mm512_mask_sub_epi64(_mm512_set1_epi64(-149), normal, be,
-                                          _mm512_set1_epi64(150));
-        /* an odd c excludes the interval's ends (ties to even) */
-        __mmask8 odd = _mm512_test_epi64_mask(c, one);
-        __m512i cb = _mm512_slli_epi64(c, 2);
-        __m512i cbl = _mm512_mask_add_epi64(_mm512_sub_epi64(cb, two), closer,
-                                            _mm512_sub_epi64(cb, two), one);
-        __m512i cbr = _mm512_add_epi64(cb, two);
-        /* k = floor(log10 2^q), or of 3/4 2^q; h = q + floor(log2 10^-k) + 1 */
-        __m512i kq = _mm512_mul_epi32(q, _mm512_set1_epi64(1262611));
-        __m512i k = _mm512_srai_epi64(
-            _mm512_mask_sub_epi64(kq, closer, kq, _mm512_set1_epi64(524031)),
-            22);
-        __m512i negk = _mm512_sub_epi64(_mm512_setzero_si512(), k);
-        __m512i h = _mm512_add_epi64(
-            _mm512_add_epi64(q, one),
-            _mm512_srai_epi64(
-                _mm512_mul_epi32(negk, _mm512_set1_epi64(1741647)), 19));
-        __m512i g = _mm512_mask_i64gather_epi64(
-            _mm512_setzero_si512(), valid,
-            _mm512_add_epi64(negk, _mm512_set1_epi64(31)),
-            (const void *)codec__pow10_g, 8);
-        __m512i ghi = _mm512_srli_epi64(g, 32);
-        __m512i vbl = codec__round_odd(g, ghi, _mm512_sllv_epi64(cbl, h));
-        __m512i vb = codec__round_odd(g, ghi, _mm512_sllv_epi64(cb, h));
-        __m512i vbr = codec__round_odd(g, ghi, _mm512_sllv_epi64(cbr, h));
-        __m512i lower = _mm512_mask_add_epi64(vbl, odd, vbl, one);
-        __m512i upper = _mm512_mask_sub_epi64(vbr, odd, vbr, one);
-        /* s: the integer part of v's scaled value; sp its tenth */
-        __m512i s = _mm512_srli_epi64(vb, 2), s4 = _mm512_slli_epi64(s, 2);
-        __m512i sp = codec__div10(s);
-        __m512i sp40 = _mm512_add_epi64(_mm512_slli_epi64(sp, 5),
-                                        _mm512_slli_epi64(sp, 3));
-        __mmask8 u1 = _mm512_cmple_epu64_mask(lower, sp40);
-        __mmask8 w1 = _mm512_cmple_epu64_mask(
-            _mm512_add_epi64(sp40, _mm512_set1_epi64(40)), upper);
-        /* exactly one of 10 sp and 10 (sp + 1) inside: a digit fewer */
-        __mmask8 fewer = _mm512_cmpge_epu64_mask(s, _mm512_set1_epi64(10)) &
-                         (u1 ^ w1);
-        __mmask8 u0 = _mm512_cmple_epu64_mask(lower, s4);
-        __mmask8 w0 = _mm512_cmple_epu64_mask(
-            _mm512_add_epi64(s4, _mm512_set1_epi64(4)), upper);
-        __m512i mid = _mm512_add_epi64(s4, two);
-        __mmask8 nearer_up =
-            _mm512_cmpgt_epu64_mask(vb, mid) |
-            (_mm512_cmpeq_epi64_mask(vb, mid) & _mm512_test_epi64_mask(s, one));
-        /* exactly one of s and s + 1 inside: that one; else the nearer */
-        __mmask8 up = ((u0 ^ w0) & w0) | (~(u0 ^ w0) & nearer_up);
-        __m512i r = _mm512_mask_add_epi64(s, up, s, one);
-        __m512i e = _mm512_mask_add_epi64(k, fewer, k, one);
+        __m512i r, e;
 
-        r = _mm512_mask_add_epi64(r, fewer, sp,
-                                  _mm512_maskz_mov_epi64(w1, one));
-        r = _mm512_maskz_mov_epi64(valid, r);
-        e = _mm512_maskz_mov_epi64(valid, e);
-        /* trailing zeros off, a digit a round for the lanes that have one */
-        for (;;) {
-            __m512i r10 = codec__div10(r);
-            __m512i back = _mm512_add_epi64(_mm512_slli_epi64(r10, 3),
-                                            _mm512_slli_epi64(r10, 1));
-            __mmask8 z = valid & _mm512_cmpeq_epi64_mask(back, r);
-            if (!z)
-                break;
-            r = _mm512_mask_mov_epi64(r, z, r10);
-            e = _mm512_mask_add_epi64(e, z, e, one);
-        }
+        codec__digits8(bits, live, &r, &e);
         _mm256_mask_storeu_epi32(sig + i, live, _mm512_cvtepi64_epi32(r));
         _mm256_mask_storeu_epi32(exp + i, live, _mm512_cvtepi64_epi32(e));
     }
