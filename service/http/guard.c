@@ -219,7 +219,7 @@ static void guard__peer(const struct sockaddr_storage *ss, char *text,
 
 /* Admits a new connection, or says why not (under guard__mu). */
 static int guard__admit(guard *g, int fd, const struct sockaddr_storage *ss,
-                        guard_conn **evicted)
+                        int worker, guard_conn **evicted)
 {
     unsigned char addr[16];
     char peer[INET6_ADDRSTRLEN];
@@ -258,6 +258,10 @@ static int guard__admit(guard *g, int fd, const struct sockaddr_storage *ss,
     ip->count++;
     gc->g = g;
     gc->fd = fd;
+    gc->worker = worker;
+    if (worker >= 0)
+        g->held[worker]++;
+    g->accepts++;
     gc->sink_from = UINT64_MAX;
     memcpy(gc->addr, addr, 16);
     memcpy(gc->peer, peer, sizeof peer);
@@ -286,6 +290,8 @@ guard_conn *guard__forget(int fd)
     if (gc->next)
         gc->next->prev = gc->prev;
     g->open--;
+    if (gc->worker >= 0)
+        g->held[gc->worker]--;
     if (atomic_load(&gc->dead))
         g->dead--;
     guard__ip **slot = guard__ip_slot(g, gc->addr);
@@ -307,6 +313,56 @@ guard_conn *guard__forget(int fd)
  * executable's definitions first. Descriptors this layer does not track
  * pass straight through to the system calls. */
 
+/* The calling thread's slot among g's libmicrohttpd threads (taken at its
+ * first accept4), or -1 past GUARD__MAX_WORKERS. Under guard__mu. */
+static int guard__worker(guard *g)
+{
+    static _Thread_local const guard *tl_g;
+    static _Thread_local int tl_slot = -1;
+    if (tl_g != g) {
+        tl_g = g;
+        tl_slot = g->slots_taken < g->workers && g->slots_taken <
+                                                      GUARD__MAX_WORKERS
+                      ? (int)g->slots_taken++
+                      : -1;
+    }
+    return tl_slot;
+}
+
+/* Whether the calling thread leaves the pending connection to another.
+ * libmicrohttpd's threads each accept from the one listening socket, up
+ * to ten in a row, and a thread answers its connections' small requests
+ * itself: left alone, all of a client's connections opened at once often
+ * land on one thread, which then serves them on one core while the others
+ * idle (a third of the machine idle, two thirds of the throughput). A
+ * thread with two connections more than the thread with fewest leaves a
+ * new one to the others, which the same readiness wakes; for at most
+ * GUARD__HOLD_NS, after which it takes it (another thread may be busy
+ * with a request). Under guard__mu. */
+static bool guard__hold_back(guard *g, int worker)
+{
+    if (worker < 0 || g->workers < 2)
+        return false;
+    size_t fewest = g->held[0];
+    for (size_t i = 1; i < g->workers && i < GUARD__MAX_WORKERS; i++)
+        if (g->held[i] < fewest)
+            fewest = g->held[i];
+    if (g->held[worker] < fewest + 2) {
+        g->hold_since[worker] = 0;
+        return false;
+    }
+    int64_t now = guard__now();
+    if (!g->hold_since[worker] || g->hold_at[worker] != g->accepts) {
+        /* a new wait: the connection held back before has been taken */
+        g->hold_since[worker] = now;
+        g->hold_at[worker] = g->accepts;
+    }
+    if (now - g->hold_since[worker] < GUARD__HOLD_NS)
+        return true;
+    g->hold_since[worker] = 0;
+    return false;
+}
+
 int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
     guard *g = NULL;
@@ -317,6 +373,14 @@ int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
     pthread_mutex_unlock(&guard__mu);
     if (!g)
         return (int)syscall(SYS_accept4, lfd, addr, alen, flags);
+    pthread_mutex_lock(&guard__mu);
+    int worker = guard__worker(g);
+    bool hold = guard__hold_back(g, worker);
+    pthread_mutex_unlock(&guard__mu);
+    if (hold) {
+        errno = EAGAIN;
+        return -1;
+    }
     for (;;) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
@@ -330,7 +394,7 @@ int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
         }
         guard_conn *evicted = NULL;
         pthread_mutex_lock(&guard__mu);
-        int why = guard__admit(g, fd, &ss, &evicted);
+        int why = guard__admit(g, fd, &ss, worker, &evicted);
         char peer[INET6_ADDRSTRLEN];
         if (evicted)
             memcpy(peer, evicted->peer, sizeof peer);
@@ -616,9 +680,10 @@ size_t guard_max_descriptors(void)
     return guard__table_size;
 }
 
-void guard_listen(guard *g, int fd)
+void guard_listen(guard *g, int fd, size_t workers)
 {
     pthread_mutex_lock(&guard__mu);
+    g->workers = workers < GUARD__MAX_WORKERS ? workers : GUARD__MAX_WORKERS;
     for (size_t i = 0; i < GUARD__MAX_LISTENERS; i++)
         if (!guard__listeners[i].g) {
             guard__listeners[i].fd = fd;

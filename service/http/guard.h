@@ -45,8 +45,14 @@ int guard_start(const config *cfg, metrics *m, guard **out);
  * connection on a higher one is refused. */
 size_t guard_max_descriptors(void);
 
-/* Connections accepted on listening socket fd are this guard's. */
-void guard_listen(guard *g, int fd);
+/* Connections accepted on listening socket fd are this guard's; workers
+ * libmicrohttpd threads accept from it, whose connections the layer keeps
+ * balanced (guard.c, guard__hold_back). */
+void guard_listen(guard *g, int fd, size_t workers);
+
+/* Each libmicrohttpd thread's open connections, of those that have
+ * accepted one: held[0 .. returned count), at most cap. */
+size_t guard_thread_connections(guard *g, size_t *held, size_t cap);
 
 /* Stops the sweeper and frees g; its connections must all be closed.
  * Accepts NULL. */

@@ -28,6 +28,11 @@
 #define GUARD__IP_BUCKETS 4096
 /* Listening sockets of all guards in the process (tests run several). */
 #define GUARD__MAX_LISTENERS 16
+/* libmicrohttpd threads whose connections are balanced (guard_listen). */
+#define GUARD__MAX_WORKERS 16
+/* How long a thread with more connections than the others leaves a new
+ * one to them before it takes it after all. */
+#define GUARD__HOLD_NS 1000000LL
 
 typedef enum guard__app {
     GUARD__APP_NONE, /* no request at the application */
@@ -74,6 +79,7 @@ struct guard_conn {
     size_t in_len, in_ready; /* in[0..in_ready) is classified */
     framing_error reject;     /* to answer at the next read */
     bool eof;
+    int worker;               /* the accepting thread's slot, or -1 */
     char *sink;               /* guard_body_sink: the body's buffer */
     uint64_t sink_len, sink_from;
     size_t sink_ahead; /* read into it, not yet counted to libmicrohttpd */
@@ -91,6 +97,13 @@ struct guard {
     /* log rate limit, per reason: last line's time and lines held back */
     int64_t log_t[METRICS_CLOSED_COUNT + METRICS_REFUSED_COUNT];
     unsigned log_held[METRICS_CLOSED_COUNT + METRICS_REFUSED_COUNT];
+    /* The libmicrohttpd threads all accept from one socket: their open
+     * connections (by the slot each takes at its first accept4), and since
+     * when and for which accept a thread with more holds back. */
+    size_t workers, slots_taken;
+    size_t held[GUARD__MAX_WORKERS];
+    int64_t hold_since[GUARD__MAX_WORKERS];
+    uint64_t hold_at[GUARD__MAX_WORKERS], accepts;
 };
 
 /* Guards the table, every guard's list, counts and per-address counts,

@@ -563,7 +563,7 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
     srv->port = info ? info->port : (uint16_t)cfg->port;
     info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_LISTEN_FD);
     if (info)
-        guard_listen(srv->guard, info->listen_fd);
+        guard_listen(srv->guard, info->listen_fd, HTTP__IO_THREADS);
     *out = srv;
     return 0;
 }
@@ -653,6 +653,11 @@ void server_stop(server *srv)
     pthread_cond_destroy(&srv->idle);
     pthread_mutex_destroy(&srv->mu);
     free(srv);
+}
+
+size_t server_thread_connections(server *srv, size_t *held, size_t cap)
+{
+    return guard_thread_connections(srv->guard, held, cap);
 }
 
 const attn_executor *server_executor(server *srv)

@@ -71,6 +71,10 @@ void server_stop(server *srv);
 const attn_executor *server_executor(server *srv);
 metrics *server_metrics(server *srv);
 
+/* The open connections of each libmicrohttpd thread that has accepted
+ * one, in held[0 .. returned count) (at most cap), for tests. */
+size_t server_thread_connections(server *srv, size_t *held, size_t cap);
+
 /* The tensor store (borrowed, valid until server_stop); NULL when
  * --tensor-store-bytes is 0. */
 store *server_store(server *srv);

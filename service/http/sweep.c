@@ -333,6 +333,16 @@ void guard_close_all(guard *g)
     guard__sweep_and_report(g);
 }
 
+size_t guard_thread_connections(guard *g, size_t *held, size_t cap)
+{
+    pthread_mutex_lock(&guard__mu);
+    size_t n = g->slots_taken < cap ? g->slots_taken : cap;
+    for (size_t i = 0; i < n; i++)
+        held[i] = g->held[i];
+    pthread_mutex_unlock(&guard__mu);
+    return n;
+}
+
 void guard_counts(guard *g, size_t *open, size_t *idle)
 {
     size_t o = 0, i = 0;

@@ -1233,6 +1233,48 @@ static int connect_answered(uint16_t p)
     return fd;
 }
 
+START_TEST(test_http_connections_spread_over_threads)
+{
+    /* Sixteen connections opened at once (as wrk or a client's pool opens
+     * them) are spread over the libmicrohttpd threads, each of which
+     * answers its connections' small requests itself: left to the order
+     * in which the threads accept, all of them landed on one thread in
+     * about one round of eight, which then served them on one core.
+     * Several rounds, since the threads' timing decides. */
+    for (int round = 0; round < 6; round++) {
+        int fds[16];
+        for (int i = 0; i < 16; i++)
+            fds[i] = ts_connect(port);
+        size_t held[16], n = 0, total = 0;
+        for (int tries = 0; tries < 500 && total < 16; tries++) {
+            sleep_ms(2);
+            n = server_thread_connections(srv, held, 16);
+            total = 0;
+            for (size_t i = 0; i < n; i++)
+                total += held[i];
+        }
+        ck_assert_uint_eq(total, 16);
+        size_t most = 0;
+        for (size_t i = 0; i < n; i++)
+            most = held[i] > most ? held[i] : most;
+        ck_assert_msg(most <= 12,
+                      "round %d: one thread holds %zu of the 16 connections",
+                      round, most);
+        for (int i = 0; i < 16; i++)
+            close(fds[i]);
+        /* until the server has closed them too */
+        for (int tries = 0; tries < 500 && total > 0; tries++) {
+            sleep_ms(2);
+            n = server_thread_connections(srv, held, 16);
+            total = 0;
+            for (size_t i = 0; i < n; i++)
+                total += held[i];
+        }
+        ck_assert_uint_eq(total, 0);
+    }
+}
+END_TEST
+
 START_TEST(test_http_per_address_limit_503)
 {
     config cfg;
@@ -1473,6 +1515,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_client_vanishing_mid_response);
     tcase_add_test(t, test_http_quiesce_closes_idle_and_refuses_new_work);
     tcase_add_test(t, test_http_client_gone_mid_compute_cancelled);
+    tcase_add_test(t, test_http_connections_spread_over_threads);
     tcase_add_test(t, test_http_per_address_limit_503);
     tcase_add_test(t, test_http_full_closes_longest_idle);
     tcase_add_test(t, test_http_header_timeout_408);
