@@ -33,8 +33,17 @@
 /* Streamed /attend responses are produced in blocks of this size. */
 #define HTTP__BLOCK_SIZE (64 * 1024)
 
-/* The streamed 200 body of /attend. */
+/* An answer of at most this many bytes is sent whole, with its length:
+ * libmicrohttpd then sends the head and the body in one call, where a
+ * streamed answer takes three (the head, a chunk, the last chunk), each
+ * a trip through the kernel's TCP path. */
+#define HTTP__WHOLE_ANSWER (64 * 1024)
+
+/* The streamed 200 body of /attend: the text read before streaming began
+ * (head), then the writer's. */
 typedef struct http__body {
+    char *head;
+    size_t head_len, head_off;
     codec_writer *writer;
     size_t *bytes_out; /* the request's counter; read calls end before the
                           request-completed callback frees it */
@@ -191,7 +200,14 @@ static ssize_t http__body_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     http__body *b = cls;
-    size_t n = codec_writer_read(b->writer, buf, max);
+    size_t n;
+    if (b->head_off < b->head_len) {
+        n = b->head_len - b->head_off < max ? b->head_len - b->head_off : max;
+        memcpy(buf, b->head + b->head_off, n);
+        b->head_off += n;
+    } else {
+        n = codec_writer_read(b->writer, buf, max);
+    }
     if (n == 0)
         return MHD_CONTENT_READER_END_OF_STREAM;
     *b->bytes_out += n;
@@ -204,6 +220,7 @@ static void http__body_free(void *cls)
 {
     http__body *b = cls;
     codec_writer_free(b->writer);
+    free(b->head);
     free(b);
 }
 
@@ -398,10 +415,35 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
         }
         if (r->failed)
             return http__send_error(r, c, &r->err, NULL);
+        char *whole = malloc(HTTP__WHOLE_ANSWER);
+        size_t got = 0, k = 1;
+        while (whole && got < HTTP__WHOLE_ANSWER &&
+               (k = codec_writer_read(r->writer, whole + got,
+                                      HTTP__WHOLE_ANSWER - got)) > 0)
+            got += k;
+        if (whole && k == 0) {
+            /* the whole answer: sent with its length */
+            codec_writer_free(r->writer);
+            r->writer = NULL;
+            struct MHD_Response *resp = MHD_create_response_from_buffer(
+                got, whole, MHD_RESPMEM_MUST_FREE);
+            if (!resp) {
+                free(whole);
+                return MHD_NO;
+            }
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                    "application/json");
+            return http__queue(r, c, 200, resp, got);
+        }
         http__body *b = malloc(sizeof *b);
-        if (!b)
+        if (!b) {
+            free(whole);
             return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
                                "out of memory for the response");
+        }
+        b->head = whole;
+        b->head_len = got;
+        b->head_off = 0;
         b->writer = r->writer;
         r->writer = NULL;
         b->bytes_out = &r->bytes_out;
