@@ -39,8 +39,8 @@ typedef struct codec__seg {
 #define CODEC__VALUE_MAX (CODEC_NUM_BUF + 2 * CODEC__RANK + 1)
 /* JSON segments of at least this many values are formatted in parallel on
  * the compute pool, CODEC__PAR_CHUNK values a task: formatting costs about
- * 9 ns a value with AVX-512 (30 without), so a 3-million-value map would
- * take 30 ms (0.1 s) on one thread. */
+ * 8 ns a value with AVX-512 (30 without), so a 3-million-value map would
+ * take 25 ms (0.1 s) on one thread. */
 #define CODEC__PAR_MIN 65536
 #define CODEC__PAR_CHUNK 8192
 
