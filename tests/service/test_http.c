@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1233,6 +1234,21 @@ static int connect_answered(uint16_t p)
     return fd;
 }
 
+/* Waits (up to a second) until the libmicrohttpd threads hold want open
+ * connections in all; their counts go to held, the threads' number to *n. */
+static size_t wait_thread_connections(size_t want, size_t *held, size_t *n)
+{
+    size_t total = SIZE_MAX;
+    for (int tries = 0; tries < 500 && total != want; tries++) {
+        sleep_ms(2);
+        *n = server_thread_connections(srv, held, 16);
+        total = 0;
+        for (size_t i = 0; i < *n; i++)
+            total += held[i];
+    }
+    return total;
+}
+
 START_TEST(test_http_connections_spread_over_threads)
 {
     /* Sixteen connections opened at once (as wrk or a client's pool opens
@@ -1245,15 +1261,8 @@ START_TEST(test_http_connections_spread_over_threads)
         int fds[16];
         for (int i = 0; i < 16; i++)
             fds[i] = ts_connect(port);
-        size_t held[16], n = 0, total = 0;
-        for (int tries = 0; tries < 500 && total < 16; tries++) {
-            sleep_ms(2);
-            n = server_thread_connections(srv, held, 16);
-            total = 0;
-            for (size_t i = 0; i < n; i++)
-                total += held[i];
-        }
-        ck_assert_uint_eq(total, 16);
+        size_t held[16], n = 0;
+        ck_assert_uint_eq(wait_thread_connections(16, held, &n), 16);
         size_t most = 0;
         for (size_t i = 0; i < n; i++)
             most = held[i] > most ? held[i] : most;
@@ -1263,14 +1272,7 @@ START_TEST(test_http_connections_spread_over_threads)
         for (int i = 0; i < 16; i++)
             close(fds[i]);
         /* until the server has closed them too */
-        for (int tries = 0; tries < 500 && total > 0; tries++) {
-            sleep_ms(2);
-            n = server_thread_connections(srv, held, 16);
-            total = 0;
-            for (size_t i = 0; i < n; i++)
-                total += held[i];
-        }
-        ck_assert_uint_eq(total, 0);
+        ck_assert_uint_eq(wait_thread_connections(0, held, &n), 0);
     }
 }
 END_TEST
