@@ -262,7 +262,6 @@ static int guard__admit(guard *g, int fd, const struct sockaddr_storage *ss,
     if (worker >= 0)
         g->held[worker]++;
     g->accepts++;
-    gc->sink_from = UINT64_MAX;
     memcpy(gc->addr, addr, 16);
     memcpy(gc->peer, peer, sizeof peer);
     atomic_init(&gc->t_idle, guard__now());
@@ -314,17 +313,14 @@ guard_conn *guard__forget(int fd)
  * pass straight through to the system calls. */
 
 /* The calling thread's slot among g's libmicrohttpd threads (taken at its
- * first accept4), or -1 past GUARD__MAX_WORKERS. Under guard__mu. */
+ * first accept4), or -1 past g->workers. Under guard__mu. */
 static int guard__worker(guard *g)
 {
     static _Thread_local const guard *tl_g;
     static _Thread_local int tl_slot = -1;
     if (tl_g != g) {
         tl_g = g;
-        tl_slot = g->slots_taken < g->workers && g->slots_taken <
-                                                      GUARD__MAX_WORKERS
-                      ? (int)g->slots_taken++
-                      : -1;
+        tl_slot = g->slots_taken < g->workers ? (int)g->slots_taken++ : -1;
     }
     return tl_slot;
 }
@@ -344,7 +340,7 @@ static bool guard__hold_back(guard *g, int worker)
     if (worker < 0 || g->workers < 2)
         return false;
     size_t fewest = g->held[0];
-    for (size_t i = 1; i < g->workers && i < GUARD__MAX_WORKERS; i++)
+    for (size_t i = 1; i < g->workers; i++)
         if (g->held[i] < fewest)
             fewest = g->held[i];
     if (g->held[worker] < fewest + 2) {
@@ -366,17 +362,19 @@ static bool guard__hold_back(guard *g, int worker)
 int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
     guard *g = NULL;
+    int worker = -1;
+    bool hold = false;
     pthread_mutex_lock(&guard__mu);
     for (size_t i = 0; i < GUARD__MAX_LISTENERS; i++)
         if (guard__listeners[i].g && guard__listeners[i].fd == lfd)
             g = guard__listeners[i].g;
+    if (g) {
+        worker = guard__worker(g);
+        hold = guard__hold_back(g, worker);
+    }
     pthread_mutex_unlock(&guard__mu);
     if (!g)
         return (int)syscall(SYS_accept4, lfd, addr, alen, flags);
-    pthread_mutex_lock(&guard__mu);
-    int worker = guard__worker(g);
-    bool hold = guard__hold_back(g, worker);
-    pthread_mutex_unlock(&guard__mu);
     if (hold) {
         errno = EAGAIN;
         return -1;

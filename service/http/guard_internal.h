@@ -81,7 +81,8 @@ struct guard_conn {
     bool eof;
     int worker;               /* the accepting thread's slot, or -1 */
     char *sink;               /* guard_body_sink: the body's buffer */
-    uint64_t sink_len, sink_from;
+    uint64_t sink_len, sink_from; /* sink_from: guard_body_sunk, reset by
+                                     guard_request_begin */
     size_t sink_ahead; /* read into it, not yet counted to libmicrohttpd */
 };
 
@@ -129,6 +130,7 @@ void guard__log_close(guard *g, metrics_close why, const char *peer);
 void guard__kill(guard_conn *gc);
 /* Drops fd's connection (under guard__mu); returns it to be freed. */
 guard_conn *guard__forget(int fd);
+
 /* After a request: when its client has half-closed, wakes libmicrohttpd up
  * to read the end (see guard.c). */
 void guard__wake_on_eof(guard_conn *gc);

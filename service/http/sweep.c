@@ -61,8 +61,7 @@ void guard_request_end(guard_conn *gc)
     atomic_store(&gc->t_idle, guard__now());
     atomic_store(&gc->app, GUARD__APP_NONE);
     pthread_mutex_unlock(&guard__mu);
-    guard_body_sink(gc, NULL, 0);
-    gc->sink_from = UINT64_MAX;
+    guard_body_sink(gc, NULL, 0); /* before the request's buffer is freed */
     guard__wake_on_eof(gc);
 }
 
