@@ -896,6 +896,23 @@ START_TEST(test_http_attend_round_trip)
 }
 END_TEST
 
+/* Reads fd until the server closes it (or the receive timeout, or cap - 1
+ * bytes): the text, NUL-terminated, its length in *got, and in *closed
+ * whether the server closed it. */
+static char *recv_to_close(int fd, size_t cap, size_t *got, bool *closed)
+{
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    ssize_t n = 0;
+    *got = 0;
+    while (*got < cap - 1 && (n = recv(fd, out + *got, cap - 1 - *got, 0)) > 0)
+        *got += (size_t)n;
+    *closed = *got < cap - 1 && n == 0;
+    out[*got] = '\0';
+    close(fd);
+    return out;
+}
+
 /* Sends the pieces of stream with a pause before each after the first,
  * then reads until the server closes; the answers' bodies go to bodies
  * (at most want). Returns how many came with status 200. */
@@ -914,14 +931,9 @@ static int paced_exchange(const char *stream, const size_t *cuts, size_t ncut,
                          (ssize_t)(to - from));
         from = to;
     }
-    size_t cap = 1 << 22, got = 0;
-    char *out = malloc(cap);
-    ck_assert_ptr_nonnull(out);
-    ssize_t n;
-    while (got < cap - 1 && (n = recv(fd, out + got, cap - 1 - got, 0)) > 0)
-        got += (size_t)n;
-    out[got] = '\0';
-    close(fd);
+    size_t got;
+    bool closed;
+    char *out = recv_to_close(fd, 1 << 22, &got, &closed);
     int ok = 0, k = 0;
     for (char *p = out; k < want && (p = strstr(p, "HTTP/1.1 ")); k++) {
         int status = atoi(p + 9);
@@ -1035,15 +1047,9 @@ static int half_closed_exchange(const char *data, size_t len, int *first)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     ck_assert_int_eq(send(fd, data, len, MSG_NOSIGNAL), (ssize_t)len);
     ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
-    size_t cap = 1 << 16, got = 0;
-    char *out = malloc(cap);
-    ck_assert_ptr_nonnull(out);
-    ssize_t n;
-    while (got < cap - 1 && (n = recv(fd, out + got, cap - 1 - got, 0)) > 0)
-        got += (size_t)n;
-    bool closed = got < cap - 1 && n == 0;
-    out[got] = '\0';
-    close(fd);
+    size_t got;
+    bool closed;
+    char *out = recv_to_close(fd, 1 << 16, &got, &closed);
     int answers = 0;
     *first = 0;
     for (const char *p = out; (p = strstr(p, "HTTP/1.1 ")); p += 9)
