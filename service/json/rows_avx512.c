@@ -223,13 +223,14 @@ CODEC__ROW512_INLINE static inline int codec__row_scan(const char *s,
         st = ~blanks & w & (((ends | blanks) << 1) | 1);
         first = (st & ~mn) | ((st & mn) << 1);
         dots = _pext_u64(pt, pt | ends); /* points in separator order */
-        if ((mn & ~st) != 0 ||           /* a sign not first */
-            (first & ~dg) != 0 ||        /* no digit first (",,", ".5") */
-            ((pt << 1) & ~dg) != 0 ||    /* no digit after a point (one
-                                            before it: the first-digit and
-                                            two-point tests) */
-            (dots & (dots >> 1)) != 0 || /* two points in one number */
-            (first & zero & (dg >> 1)) != 0) /* "01" */
+        /* one test of all the faults, not one branch each */
+        if (((mn & ~st) |           /* a sign not first */
+             (first & ~dg) |        /* no digit first (",,", ".5") */
+             ((pt << 1) & ~dg) |    /* no digit after a point (one before
+                                       it: the first-digit and two-point
+                                       tests) */
+             (dots & (dots >> 1)) | /* two points in one number */
+             (first & zero & (dg >> 1))) != 0) /* "01" */
             return 0;
         /* the digits after a point (ends - (pt << 1): each point's next
          * digit borrows from its number's end) */
