@@ -1059,6 +1059,60 @@ static int half_closed_exchange(const char *data, size_t len, int *first)
     return closed ? answers : -1;
 }
 
+START_TEST(test_http_refused_head_answered_after_the_request_before_it)
+{
+    /* A head refused for its framing that comes pipelined behind a good
+     * request: the good one gets its answer, then the refused one its 400,
+     * in that order, and the server closes. For a request answered on the
+     * thread that read it and for one computed on a thread of its own
+     * whose answer streams, with three kinds of fault. */
+    static const char *const bad[] = {
+        "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Length: zz\r\n\r\n",
+        "GARBAGE\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+        "Content-Length: 5\r\n\r\n",
+    };
+    ts_case small, large;
+    ts_case_make(&small, 4, 8, 2, 4, NULL);
+    ts_case_make(&large, 128, 256, 8, 32, "\"return_weights\":\"per_head\"");
+    ck_assert_uint_gt(large.json_len, (size_t)1 << 20); /* off-thread */
+    const ts_case *goods[] = {&small, &large};
+    for (size_t g = 0; g < 2; g++)
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            char *data = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&data, &len);
+            fprintf(f, "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: "
+                       "application/json\r\nContent-Length: %zu\r\n\r\n",
+                    goods[g]->json_len);
+            fwrite(goods[g]->json, 1, goods[g]->json_len, f);
+            fputs(bad[b], f);
+            fclose(f);
+            int fd = ts_connect(port);
+            struct timeval tv = {.tv_sec = 20};
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            ck_assert_int_eq(send(fd, data, len, MSG_NOSIGNAL), (ssize_t)len);
+            size_t got;
+            bool closed;
+            char *out = recv_to_close(fd, (size_t)1 << 24, &got, &closed);
+            int status[3] = {0, 0, 0}, answers = 0;
+            for (const char *p = out; (p = strstr(p, "HTTP/1.1 ")); p += 9)
+                if (answers < 3)
+                    status[answers++] = atoi(p + 9);
+            ck_assert_msg(closed, "request %zu, fault %zu: not closed", g, b);
+            ck_assert_msg(answers == 2 && status[0] == 200 &&
+                              status[1] == 400,
+                          "request %zu, fault %zu: %d answers (%d, %d)", g, b,
+                          answers, status[0], status[1]);
+            ck_assert_ptr_nonnull(strstr(out, "\"bad_request\""));
+            free(out);
+            free(data);
+        }
+    ts_case_free(&small);
+    ts_case_free(&large);
+}
+END_TEST
+
 START_TEST(test_http_half_closed_client_answered_and_closed)
 {
     /* A client that half-closes right after its request (its FIN arriving
@@ -1518,6 +1572,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_attend_round_trip);
     tcase_add_test(t, test_http_large_body_read_in_place);
     tcase_add_test(t, test_http_half_closed_client_answered_and_closed);
+    tcase_add_test(t, test_http_refused_head_answered_after_the_request_before_it);
     tcase_add_test(t, test_http_probes_answered_while_pool_saturated);
     tcase_add_test(t, test_http_health_during_heavy_request);
     tcase_add_test(t, test_http_client_vanishing_mid_response);
