@@ -16,9 +16,10 @@
  * parsed on the libmicrohttpd thread that read it (about a millisecond at
  * most), and a request whose work is tiny is computed and answered there
  * too. Otherwise its connection is suspended and a thread of its own
- * parses it (unless done), runs it on the compute pool and builds the
- * response writer, then resumes the connection; the libmicrohttpd threads
- * never wait for the compute pool. The slot is held until the
+ * parses it (unless done), runs it on the compute pool (or alone, while
+ * others hold slots and its work is small: HTTP__OWN_THREAD_COST) and
+ * builds the response writer, then resumes the connection; the
+ * libmicrohttpd threads never wait for the compute pool. The slot is held until the
  * request ends (its answer holds the results). A client that leaves
  * meanwhile (guard.c notices) sets the request's cancel flag, which the
  * pool checks between tasks (pool_set_cancel): the rest of the work is
@@ -249,6 +250,17 @@ static bool http__pool_to_spare(void *ctx)
     return atomic_load(&srv->attend_in_flight) <= 1;
 }
 
+/* While other requests hold slots, a request of at most this much work
+ * (attn_cost's units: a few milliseconds of one core; workload 2 of make
+ * bench-http has 87 million) computes on its own thread rather than as
+ * tasks of the compute pool: the cores are busy with the others anyway,
+ * and the tasks' hand-offs, the weights packed again for each tile and
+ * the data moving to the pool's cores cost more than they gain (workload 2
+ * under 16 connections: 7.72 against 8.09 ms of attnd's CPU a request, 7
+ * alternating rounds). Such a request runs to its end when its client
+ * leaves, which takes no longer than that. */
+#define HTTP__OWN_THREAD_COST UINT64_C(256000000)
+
 /* The answer of a computed request: its writer, which takes req, or the
  * 503 when there is no memory for it. */
 static void http__writer_of(http_request *r, codec_request *req)
@@ -296,8 +308,11 @@ static void *http__compute(void *arg)
         /* The parsed request owns copies of everything it needs. */
         http__drop_body(r);
         double seconds = 0;
-        if (rc == 0 &&
-            codec_run(req, pool_executor(srv->pool), &r->err, &seconds) == 0) {
+        const attn_executor *exec = pool_executor(srv->pool);
+        if (rc == 0 && atomic_load(&srv->attend_in_flight) > 1 &&
+            codec_request_cost(req) <= HTTP__OWN_THREAD_COST)
+            exec = NULL;
+        if (rc == 0 && codec_run(req, exec, &r->err, &seconds) == 0) {
             metrics_compute(srv->metrics, seconds);
             r->failed = false;
         }

@@ -1244,6 +1244,75 @@ END_TEST
 
 /* -- hostile clients ------------------------------------------------------ */
 
+typedef struct answer_call {
+    uint16_t port;
+    const ts_case *c;
+    ts_response r;
+    atomic_int done;
+} answer_call;
+
+static void *answer_post(void *arg)
+{
+    answer_call *a = arg;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = a->c->json,
+                    .body_len = a->c->json_len};
+    ts_http(a->port, &q, &a->r);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+START_TEST(test_http_small_work_under_load_computes_alone)
+{
+    /* Every compute thread is held and one request waits in the pool with
+     * its slot: a second request of a few milliseconds' work computes on
+     * its own thread and is answered meanwhile, the same bytes (before
+     * meta) as when it runs alone on the pool. */
+    blocker b = {0};
+    saturate sat = {server_executor(srv), &b};
+    pthread_t tb;
+    pthread_create(&tb, NULL, saturate_pool, &sat);
+    while (atomic_load(&b.started) < sat.exec->workers)
+        sleep_ms(2);
+    ts_case k;
+    ts_case_make(&k, 256, 64, 4, 16, NULL); /* past the inline limit */
+    answer_call first = {.port = port, .c = &k}, second = {.port = port,
+                                                           .c = &k};
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, answer_post, &first);
+    wait_in_flight(srv, 1);
+    sleep_ms(300); /* its body is complete: it is waiting in the pool */
+    pthread_create(&t2, NULL, answer_post, &second);
+    for (int i = 0; i < 1000 && !atomic_load(&second.done); i++)
+        sleep_ms(10);
+    int second_done = atomic_load(&second.done), first_done =
+                                                     atomic_load(&first.done);
+    atomic_store(&b.release, 1);
+    pthread_join(tb, NULL);
+    pthread_join(t2, NULL);
+    pthread_join(t1, NULL);
+    ck_assert_msg(second_done, "the second request waited for the pool");
+    ck_assert_msg(!first_done, "the first request did not wait");
+    ck_assert_int_eq(first.r.status, 200);
+    ck_assert_int_eq(second.r.status, 200);
+    wait_idle(srv);
+    answer_call alone = {.port = port, .c = &k};
+    answer_post(&alone);
+    ck_assert_int_eq(alone.r.status, 200);
+    const char *m1 = strstr(second.r.body, "\"meta\"");
+    const char *m2 = strstr(alone.r.body, "\"meta\"");
+    ck_assert_ptr_nonnull(m1);
+    ck_assert_ptr_nonnull(m2);
+    ck_assert_int_eq(m1 - second.r.body, m2 - alone.r.body);
+    ck_assert(memcmp(second.r.body, alone.r.body,
+                     (size_t)(m1 - second.r.body)) == 0);
+    ts_response_free(&first.r);
+    ts_response_free(&second.r);
+    ts_response_free(&alone.r);
+    ts_case_free(&k);
+}
+END_TEST
+
 START_TEST(test_http_client_gone_mid_compute_cancelled)
 {
     /* Every compute thread is held, so the request waits in the pool; its
@@ -1578,6 +1647,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_client_vanishing_mid_response);
     tcase_add_test(t, test_http_quiesce_closes_idle_and_refuses_new_work);
     tcase_add_test(t, test_http_client_gone_mid_compute_cancelled);
+    tcase_add_test(t, test_http_small_work_under_load_computes_alone);
     tcase_add_test(t, test_http_connections_spread_over_threads);
     tcase_add_test(t, test_http_per_address_limit_503);
     tcase_add_test(t, test_http_full_closes_longest_idle);
