@@ -19,10 +19,10 @@
  * parses it (unless done), runs it on the compute pool (or alone, while
  * others hold slots and its work is small: HTTP__OWN_THREAD_COST) and
  * builds the response writer, then resumes the connection; the
- * libmicrohttpd threads never wait for the compute pool. The slot is held until the
- * request ends (its answer holds the results). A client that leaves
- * meanwhile (guard.c notices) sets the request's cancel flag, which the
- * pool checks between tasks (pool_set_cancel): the rest of the work is
+ * libmicrohttpd threads never wait for the compute pool. The slot is held
+ * until the request ends (its answer holds the results). A client that
+ * leaves meanwhile (guard.c notices) sets the request's cancel flag, which
+ * the pool checks between tasks (pool_set_cancel): the rest of the work is
  * skipped and the request answers nothing. */
 #include <stdio.h>
 #include <stdlib.h>
