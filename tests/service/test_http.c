@@ -720,34 +720,56 @@ static void block_task(void *arg, size_t i, size_t worker)
         sleep_ms(2);
 }
 
-typedef struct saturate {
+/* A server's pool with every worker held by a block_task, from hold_pool
+ * (which returns once all have started) to release_pool. */
+typedef struct held_pool {
     const attn_executor *exec;
-    blocker *b;
-} saturate;
+    blocker b;
+    pthread_t thread;
+} held_pool;
 
-static void *saturate_pool(void *arg)
+static void *held_pool_run(void *arg)
 {
-    saturate *s = arg;
-    s->exec->run(s->exec->ctx, s->exec->workers, block_task, s->b);
+    held_pool *h = arg;
+    h->exec->run(h->exec->ctx, h->exec->workers, block_task, &h->b);
     return NULL;
 }
 
+static void hold_pool(held_pool *h, server *s)
+{
+    h->exec = server_executor(s);
+    atomic_init(&h->b.started, 0);
+    atomic_init(&h->b.release, 0);
+    pthread_create(&h->thread, NULL, held_pool_run, h);
+    while (atomic_load(&h->b.started) < h->exec->workers)
+        sleep_ms(2);
+}
+
+static void release_pool(held_pool *h)
+{
+    atomic_store(&h->b.release, 1);
+    pthread_join(h->thread, NULL);
+}
+
+/* One POST /attend of c on a thread of its own: its answer (free r), and
+ * done once it has come. */
 typedef struct heavy_call {
     uint16_t port;
     const ts_case *c;
     long status;
+    ts_response r;
+    atomic_int done;
 } heavy_call;
 
 static void *heavy_post(void *arg)
 {
     heavy_call *h = arg;
-    ts_response r;
     ts_request q = {.method = "POST", .path = "/attend",
                     .content_type = "application/json", .body = h->c->json,
                     .body_len = h->c->json_len};
-    ts_http(h->port, &q, &r);
-    h->status = r.status;
-    ts_response_free(&r);
+    ts_http(h->port, &q, &h->r);
+    h->status = h->r.status;
+    atomic_store(&h->done, 1);
     return NULL;
 }
 
@@ -775,15 +797,11 @@ START_TEST(test_http_in_flight_limit_503_retry_after)
 
     /* A request computing holds the only slot: every compute thread is
      * held by a blocking task, so the request waits in the pool. */
-    blocker b = {0};
-    saturate sat = {server_executor(s), &b};
-    pthread_t tb;
-    pthread_create(&tb, NULL, saturate_pool, &sat);
-    while (atomic_load(&b.started) < sat.exec->workers)
-        sleep_ms(2);
+    held_pool hp;
+    hold_pool(&hp, s);
     ts_case k;
     ts_case_make(&k, 256, 64, 4, 16, NULL); /* large enough for the pool */
-    heavy_call h = {p, &k, 0};
+    heavy_call h = {.port = p, .c = &k};
     pthread_t th;
     pthread_create(&th, NULL, heavy_post, &h);
     wait_in_flight(s, 2);
@@ -797,10 +815,10 @@ START_TEST(test_http_in_flight_limit_503_retry_after)
     /* Probes are not work: they pass the full house. */
     ck_assert_int_eq(ts_get_status(p, "/healthz"), 200);
     ck_assert_int_eq(ts_get_status(p, "/readyz"), 200);
-    atomic_store(&b.release, 1);
-    pthread_join(tb, NULL);
+    release_pool(&hp);
     pthread_join(th, NULL);
     ck_assert_int_eq(h.status, 200);
+    ts_response_free(&h.r);
     ts_case_free(&k);
 
     atomic_store(&u.gate, 1);
@@ -1169,12 +1187,8 @@ START_TEST(test_http_probes_answered_while_pool_saturated)
 {
     /* Every compute thread is held by a task: probes, metrics and request
      * errors must still be answered, since none of them needs the pool. */
-    blocker b = {0};
-    saturate s = {server_executor(srv), &b};
-    pthread_t t;
-    pthread_create(&t, NULL, saturate_pool, &s);
-    while (atomic_load(&b.started) < s.exec->workers)
-        sleep_ms(2);
+    held_pool hp;
+    hold_pool(&hp, srv);
     ck_assert_int_eq(ts_get_status(port, "/healthz"), 200);
     ck_assert_int_eq(ts_get_status(port, "/livez"), 200);
     ck_assert_int_eq(ts_get_status(port, "/readyz"), 200);
@@ -1187,9 +1201,8 @@ START_TEST(test_http_probes_answered_while_pool_saturated)
     ts_assert_error(&r, 400, "invalid_json");
     ts_response_free(&r);
     /* Still held: the answers above did not wait for the pool. */
-    ck_assert_uint_eq(atomic_load(&b.started), s.exec->workers);
-    atomic_store(&b.release, 1);
-    pthread_join(t, NULL);
+    ck_assert_uint_eq(atomic_load(&hp.b.started), hp.exec->workers);
+    release_pool(&hp);
 }
 END_TEST
 
@@ -1200,7 +1213,7 @@ START_TEST(test_http_health_during_heavy_request)
      * n = 384 the fused outputs-only kernel finished both requests
      * between two polls */
     ts_case_make(&c, 2048, 128, 4, 32, "\"return_weights\":\"none\"");
-    heavy_call h[2] = {{port, &c, 0}, {port, &c, 0}};
+    heavy_call h[2] = {{.port = port, .c = &c}, {.port = port, .c = &c}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, heavy_post, &h[i]);
@@ -1213,6 +1226,7 @@ START_TEST(test_http_health_during_heavy_request)
     for (int i = 0; i < 2; i++) {
         pthread_join(t[i], NULL);
         ck_assert_int_eq(h[i].status, 200);
+        ts_response_free(&h[i].r);
     }
     ck_assert_int_ge(probes, 1);
     ts_case_free(&c);
@@ -1244,51 +1258,28 @@ END_TEST
 
 /* -- hostile clients ------------------------------------------------------ */
 
-typedef struct answer_call {
-    uint16_t port;
-    const ts_case *c;
-    ts_response r;
-    atomic_int done;
-} answer_call;
-
-static void *answer_post(void *arg)
-{
-    answer_call *a = arg;
-    ts_request q = {.method = "POST", .path = "/attend",
-                    .content_type = "application/json", .body = a->c->json,
-                    .body_len = a->c->json_len};
-    ts_http(a->port, &q, &a->r);
-    atomic_store(&a->done, 1);
-    return NULL;
-}
-
 START_TEST(test_http_small_work_under_load_computes_alone)
 {
     /* Every compute thread is held and one request waits in the pool with
      * its slot: a second request of a few milliseconds' work computes on
      * its own thread and is answered meanwhile, the same bytes (before
      * meta) as when it runs alone on the pool. */
-    blocker b = {0};
-    saturate sat = {server_executor(srv), &b};
-    pthread_t tb;
-    pthread_create(&tb, NULL, saturate_pool, &sat);
-    while (atomic_load(&b.started) < sat.exec->workers)
-        sleep_ms(2);
+    held_pool hp;
+    hold_pool(&hp, srv);
     ts_case k;
     ts_case_make(&k, 256, 64, 4, 16, NULL); /* past the inline limit */
-    answer_call first = {.port = port, .c = &k}, second = {.port = port,
-                                                           .c = &k};
+    heavy_call first = {.port = port, .c = &k}, second = {.port = port,
+                                                          .c = &k};
     pthread_t t1, t2;
-    pthread_create(&t1, NULL, answer_post, &first);
+    pthread_create(&t1, NULL, heavy_post, &first);
     wait_in_flight(srv, 1);
     sleep_ms(300); /* its body is complete: it is waiting in the pool */
-    pthread_create(&t2, NULL, answer_post, &second);
+    pthread_create(&t2, NULL, heavy_post, &second);
     for (int i = 0; i < 1000 && !atomic_load(&second.done); i++)
         sleep_ms(10);
     int second_done = atomic_load(&second.done), first_done =
                                                      atomic_load(&first.done);
-    atomic_store(&b.release, 1);
-    pthread_join(tb, NULL);
+    release_pool(&hp);
     pthread_join(t2, NULL);
     pthread_join(t1, NULL);
     ck_assert_msg(second_done, "the second request waited for the pool");
@@ -1296,8 +1287,8 @@ START_TEST(test_http_small_work_under_load_computes_alone)
     ck_assert_int_eq(first.r.status, 200);
     ck_assert_int_eq(second.r.status, 200);
     wait_idle(srv);
-    answer_call alone = {.port = port, .c = &k};
-    answer_post(&alone);
+    heavy_call alone = {.port = port, .c = &k};
+    heavy_post(&alone);
     ck_assert_int_eq(alone.r.status, 200);
     const char *m1 = strstr(second.r.body, "\"meta\"");
     const char *m2 = strstr(alone.r.body, "\"meta\"");
@@ -1318,12 +1309,8 @@ START_TEST(test_http_client_gone_mid_compute_cancelled)
     /* Every compute thread is held, so the request waits in the pool; its
      * client leaves; once the pool is free the request's tasks are
      * skipped and counted as cancelled. */
-    blocker b = {0};
-    saturate sat = {server_executor(srv), &b};
-    pthread_t tb;
-    pthread_create(&tb, NULL, saturate_pool, &sat);
-    while (atomic_load(&b.started) < sat.exec->workers)
-        sleep_ms(2);
+    held_pool hp;
+    hold_pool(&hp, srv);
     ts_case k;
     ts_case_make(&k, 256, 64, 4, 16, NULL);
     char head[256];
@@ -1339,8 +1326,7 @@ START_TEST(test_http_client_gone_mid_compute_cancelled)
     sleep_ms(300); /* its body is complete: it is waiting in the pool */
     close(fd);
     sleep_ms(600); /* the guard's sweeper notices within 250 ms */
-    atomic_store(&b.release, 1);
-    pthread_join(tb, NULL);
+    release_pool(&hp);
     wait_idle(srv);
     char *m = get_metrics(port);
     ck_assert_double_eq(ts_metric(m, "attnd_compute_cancelled_total"), 1);
