@@ -40,6 +40,30 @@ static void codec__results_free(codec_request *req)
 /* 4 MFLOP: about 40 us on one core here. */
 #define CODEC_INLINE_FLOPS UINT64_C(4000000)
 
+/* The most work the float64 reference takes on when float32 overflows
+ * (below): about a second of it on one core here. */
+#define CODEC_REF_FLOPS UINT64_C(1000000000)
+
+/* attn_forward_ex, or attn_forward without extras; when finite inputs
+ * overflow float32 inside the computation (x of 1e20 makes scores of
+ * 1e40) while the answer itself would fit, the float64 reference computes
+ * it instead: the contract holds answers to a float64 reference, not to
+ * float32's range. Only for requests of at most CODEC_REF_FLOPS, and not
+ * for the head figures and top-k rows, which the reference does not
+ * give. */
+static attn_status codec__forward(const attn_params *p, uint64_t flops,
+                                  float *output, float *weights,
+                                  const attn_extras *ex)
+{
+    attn_status rc = ex != NULL ? attn_forward_ex(p, output, weights, ex)
+                                : attn_forward(p, output, weights);
+
+    if (rc == ATTN_ERANGE && flops <= CODEC_REF_FLOPS &&
+        (ex == NULL || (!ex->top_k && !ex->stats)))
+        rc = attn_forward_ref_ex(p, output, weights, ex);
+    return rc;
+}
+
 static int codec__run_one(codec_request *req, const attn_executor *exec,
                           codec_error *err, double *compute_seconds)
 {
@@ -122,10 +146,11 @@ static int codec__run_one(codec_request *req, const attn_executor *exec,
     req->exec = exec; /* the writer formats large maps on it */
     ex.cost_seconds = &req->analysis_seconds;
     t0 = codec__now();
-    if (req->top_k || req->analysis || req->want_value_norms || req->want_qk)
-        rc = attn_forward_ex(&req->p, req->output, req->weights, &ex);
-    else
-        rc = attn_forward(&req->p, req->output, req->weights);
+    rc = codec__forward(&req->p, req->flops, req->output, req->weights,
+                        req->top_k || req->analysis || req->want_value_norms ||
+                                req->want_qk
+                            ? &ex
+                            : NULL);
     t1 = codec__now();
     req->p.executor = NULL;
     if (rc == ATTN_OK && req->top_k) {
@@ -145,6 +170,20 @@ static int codec__run_one(codec_request *req, const attn_executor *exec,
     req->elapsed_ms = (t1 - t0) * 1e3;
     if (compute_seconds != NULL)
         *compute_seconds = t1 - t0;
+    if (rc == ATTN_ERANGE) {
+        codec_error_set(
+            err, ERRORS_INVALID_REQUEST, NULL,
+            "the computation failed: values overflow float32 during it, %s",
+            req->top_k || req->analysis
+                ? "and top_k and the head figures are computed in float32 "
+                  "only"
+            : req->flops > CODEC_REF_FLOPS
+                ? "and the request's work is over the 1e9 floating-point "
+                  "operations its float64 path takes on"
+                : "and the answer itself, computed in float64, is beyond "
+                  "float32's range");
+        return -1;
+    }
     if (rc != ATTN_OK) {
         codec_error_set(err, errors_from_attn(rc), NULL,
                         "the computation failed: %s", attn_strerror(rc));
@@ -208,7 +247,7 @@ static int codec__layer_mean(const codec_request *one, double *a)
         p.weights = ATTN_WEIGHTS_MEAN;
         w = malloc(d->B * nn * sizeof(float));
         if (out == NULL || w == NULL ||
-            attn_forward(&p, out, w) != ATTN_OK) {
+            codec__forward(&p, one->flops, out, w, NULL) != ATTN_OK) {
             free(out);
             free(w);
             return -1;

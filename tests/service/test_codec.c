@@ -966,6 +966,63 @@ START_TEST(test_codec_literal_request)
 }
 END_TEST
 
+/* Finite inputs whose scores or projections overflow float32 while the
+ * answer fits: the float64 path answers them, as the reference does. An
+ * answer beyond float32 itself, and top-k (float32 only), stay 422. */
+START_TEST(test_codec_float32_overflow_inside)
+{
+    static const struct {
+        const char *json;
+        float out[2]; /* the float64 answer, rounded to float32 */
+        size_t n;
+    } ok[] = {
+        /* one key: weight 1, output x; q . k = 1e40 */
+        {"{\"x\":[[1e20]],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]]}",
+         {1e20f}, 1},
+        /* scores 1e38 .. 4e38: each row takes its largest key */
+        {"{\"x\":[[1],[2]],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+         "\"scale\":1e38}",
+         {2, 2}, 2},
+        /* biases of 3.4e38: q and k equal for every row, uniform weights */
+        {"{\"x\":[[1],[2]],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+         "\"b_q\":[3.4e38],\"b_k\":[3.4e38]}",
+         {1.5f, 1.5f}, 2},
+    };
+    static const char *refused[] = {
+        /* the output itself is 6e38 */
+        "{\"x\":[[1],[2]],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+        "\"w_o\":[[3e38]],\"b_o\":[3e38]}",
+        "{\"x\":[[1e20],[1]],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+        "\"top_k\":1}",
+    };
+    size_t i, j;
+
+    for (i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        codec_request *req = parse_ok(ok[i].json);
+        codec_error err = {0};
+
+        ck_assert_msg(codec_run(req, NULL, &err, NULL) == 0, "%s: %s",
+                      ok[i].json, err.message);
+        for (j = 0; j < ok[i].n; j++)
+            ck_assert_msg(req->output[j] == ok[i].out[j],
+                          "%s: output %zu is %.9g, expected %.9g",
+                          ok[i].json, j, (double)req->output[j],
+                          (double)ok[i].out[j]);
+        codec_request_free(req);
+    }
+    for (i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        codec_request *req = parse_ok(refused[i]);
+        codec_error err = {0};
+
+        ck_assert_int_eq(codec_run(req, NULL, &err, NULL), -1);
+        ck_assert_int_eq(err.kind, ERRORS_INVALID_REQUEST);
+        ck_assert_msg(strstr(err.message, "overflow float32") != NULL, "%s",
+                      err.message);
+        codec_request_free(req);
+    }
+}
+END_TEST
+
 START_TEST(test_codec_layout_values)
 {
     /* the parsed buffers hold the library's layouts: x and memory
@@ -2669,6 +2726,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_literal_request);
     tcase_add_test(tc, test_codec_analysis);
     tcase_add_test(tc, test_codec_top_k);
+    tcase_add_test(tc, test_codec_float32_overflow_inside);
     tcase_add_test(tc, test_codec_lib_fixtures);
     tcase_add_test(tc, test_codec_numbers_in);
     tcase_add_test(tc, test_codec_escapes_and_unknown);
