@@ -109,7 +109,7 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
                 onto_zeros ? 1.0f : 0.0f, s, (int)lds);
     a = j->lean ? j->probs + worker * j->blk * d->m : s;
     for (size_t r = 0; r < rows; r++) {
-        size_t lo, hi;
+        size_t lo, hi, off = 0;
         const unsigned char *hide = NULL;
         int rc;
 
@@ -125,17 +125,25 @@ static const float *attn__attend_head(const attn__job *j, size_t b, size_t q0,
              * the softmax reads as the row's hidden flags in place */
             if (vis->pad_only)
                 hide = j->p->key_padding + b * d->m + k0;
-            /* the row's keys are [lo, hi): the ones before lo go to -inf,
-             * as the softmax hides those past hi */
-            for (size_t c = k0; c < lo && c < hi; c++)
-                s[r * lds + c - k0] = -INFINITY;
+            /* the row's keys are [lo, hi): the ones before lo get weight 0
+             * here and the softmax takes the row from lo, as it hides those
+             * past hi; given them as -inf scores, it would read a row with
+             * no key left in [lo, hi) as scores that overflowed */
+            if (lo > k0) {
+                off = (lo < hi ? lo : hi) - k0;
+                memset(a + r * lds, 0, off * sizeof(float));
+                if (a != s)
+                    memset(s + r * lds, 0, off * sizeof(float));
+                if (hide != NULL)
+                    hide += off;
+            }
         }
         if (j->lean)
-            rc = attn__softmax_into(s + r * lds, a + r * lds, m_eff, hi - k0,
-                                    hide, &inv[r]);
+            rc = attn__softmax_into(s + r * lds + off, a + r * lds + off,
+                                    m_eff - off, hi - k0 - off, hide, &inv[r]);
         else
-            rc = attn__softmax_row(s + r * lds, m_eff, hi - k0, hide,
-                                   normalize, &inv[r]);
+            rc = attn__softmax_row(s + r * lds + off, m_eff - off,
+                                   hi - k0 - off, hide, normalize, &inv[r]);
         if (rc < 0)
             j->status[worker] = ATTN_ERANGE;
         if (j->dense_per_head) {

@@ -27,8 +27,10 @@ typedef enum rl_pos {
                            from 5b (cross) */
     RL_POS_UNSORTED,    /* keys in falling order (the search-free paths) */
     RL_POS_DECODE,      /* the queries are the last n of m positions */
-    RL_POS_HUGE         /* OFFSET's, plus INT64_MAX - 1000 (no overflow
+    RL_POS_HUGE,        /* OFFSET's, plus INT64_MAX - 1000 (no overflow
                            in the window and causal bounds) */
+    RL_POS_BEYOND       /* queries from m / 2 + b, two apart, keys 0 ..
+                           m-1: a left window leaves the last rows no key */
 } rl_pos;
 
 typedef struct rl_spec {
@@ -145,6 +147,14 @@ static const rl_spec rl_table[] = {
      .h = 2, .g = 2, .d_k = 8, .d_v = 8, .cross = true,
      .mask = ATTN_MASK_CAUSAL, .window = true, .left = 7, .right = 3,
      .alibi = true, .pos = RL_POS_HUGE},
+    /* rows the window's left bound leaves without a key (every key
+     * before it), or whose keys inside it are all padded: zero weights */
+    {.name = "window_left_empties_rows", .B = 2, .n = 30, .m = 40,
+     .d_model = 16, .h = 2, .g = 1, .d_k = 8, .d_v = 8, .cross = true,
+     .window = true, .left = 3, .right = U, .pos = RL_POS_BEYOND},
+    {.name = "window_left_padded", .B = 3, .n = 30, .m = 30, .d_model = 16,
+     .h = 2, .g = 2, .d_k = 8, .d_v = 8, .window = true, .left = 0,
+     .right = U, .pad = TL_PAD_SOME},
     {.name = "mask_block_sparse", .B = 1, .n = 300, .m = 600, .d_model = 16,
      .h = 2, .g = 1, .d_k = 16, .d_v = 8, .cross = true, .mask_form = 2,
      .blocky = true, .softcap = 4.0f},
@@ -218,6 +228,8 @@ static void rl_case_init(rl_case *rc, const rl_spec *s, uint64_t seed)
                         ? INT64_MAX - 1000 + (int64_t)(a + 3 + 5 * b)
                     : s->pos == RL_POS_OFFSET
                         ? (int64_t)(a + 3 + 5 * b)
+                    : s->pos == RL_POS_BEYOND
+                        ? (int64_t)(s->m / 2 + 2 * a + b)
                         : (int64_t)(a * s->m / s->n + b);
             for (size_t c = 0; c < s->m; c++)
                 rc->kpos[b * s->m + c] =
