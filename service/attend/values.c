@@ -345,6 +345,24 @@ static int codec__alibi_member(void *ctx, int key, codec_reader *r,
                              err);
 }
 
+/* 1, past it, when r->p is at an empty array ("[]", blanks allowed
+ * inside); else 0, r->p unmoved. */
+static int codec__empty_array(codec_reader *r)
+{
+    const char *q = r->p;
+
+    if (q >= r->end || *q != '[')
+        return 0;
+    for (q++; q < r->end && (*q == ' ' || *q == '\t' || *q == '\n' ||
+                             *q == '\r');
+         q++)
+        ;
+    if (q >= r->end || *q != ']')
+        return 0;
+    r->p = q + 1;
+    return 1;
+}
+
 /* Parses the value of field `id` at r->p into f; ptr is its pointer. */
 int codec__field(codec_reader *r, int id, codec__fields *f,
                  const char *ptr, codec_error *err)
@@ -360,6 +378,8 @@ int codec__field(codec_reader *r, int id, codec__fields *f,
         return codec_array_parse(r, ptr, fd->doc, CODEC_LEAF_BOOL,
                                  fd->min_rank, fd->max_rank, slot, err);
     case ATTEND_INDEX:
+        if (id == F_GLOBAL_TOKENS && codec__empty_array(r))
+            return 0; /* no global tokens, as when absent */
         return codec_array_parse(r, ptr, fd->doc, CODEC_LEAF_INDEX,
                                  fd->min_rank, fd->max_rank, slot, err);
     case ATTEND_COUNT:

@@ -1023,6 +1023,34 @@ START_TEST(test_codec_float32_overflow_inside)
 }
 END_TEST
 
+/* "global_tokens": [] is no global token, as when absent (an index list
+ * a client computes may come out empty); [[]] stays 422. */
+START_TEST(test_codec_global_tokens_empty)
+{
+    static const char *with =
+        "{\"x\":[[1],[2],[3]],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+        "\"window\":{\"left\":0},\"global_tokens\":[ \n ]}";
+    static const char *without =
+        "{\"x\":[[1],[2],[3]],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+        "\"window\":{\"left\":0}}";
+    static const char *nested =
+        "{\"x\":[[1],[2],[3]],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+        "\"global_tokens\":[[]]}";
+    codec_request *a = parse_ok(with), *b = parse_ok(without);
+    codec_error err = {0};
+    size_t i;
+
+    ck_assert_int_eq(codec_run(a, NULL, &err, NULL), 0);
+    ck_assert_int_eq(codec_run(b, NULL, &err, NULL), 0);
+    ck_assert_ptr_null(a->p.global_tokens);
+    for (i = 0; i < 3; i++)
+        ck_assert(a->output[i] == b->output[i]);
+    codec_request_free(a);
+    codec_request_free(b);
+    expect_err(nested, ERRORS_INVALID_REQUEST, "/global_tokens", "nested");
+}
+END_TEST
+
 START_TEST(test_codec_layout_values)
 {
     /* the parsed buffers hold the library's layouts: x and memory
@@ -2727,6 +2755,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_analysis);
     tcase_add_test(tc, test_codec_top_k);
     tcase_add_test(tc, test_codec_float32_overflow_inside);
+    tcase_add_test(tc, test_codec_global_tokens_empty);
     tcase_add_test(tc, test_codec_lib_fixtures);
     tcase_add_test(tc, test_codec_numbers_in);
     tcase_add_test(tc, test_codec_escapes_and_unknown);
