@@ -197,31 +197,25 @@ void codec__unknown(const char *where, const char *key, size_t len,
                     const char *const *keys, const char *what,
                     codec_error *err)
 {
-    char shown[64], ptr[400];
+    char ptr[400];
     const char *near = codec_json_closest(key, len, keys,
                                           attend_name_count(keys));
-    size_t i, n = 0;
+    char *shown = codec_json_quote_key(key, len);
 
-    /* the pointer keeps the key as given, escaped per RFC 6901 */
-    for (i = 0; i < len && n + 4 < sizeof shown && i < 48; i++) {
-        unsigned char c = (unsigned char)key[i];
-        if (c == '~' || c == '/') {
-            shown[n++] = '~';
-            shown[n++] = c == '~' ? '0' : '1';
-        } else {
-            shown[n++] = (c >= 0x20 && c < 0x7F && c != '"') ? (char)c : '?';
-        }
+    if (shown == NULL) {
+        codec__parse_oom(err);
+        return;
     }
-    shown[n] = '\0';
-    snprintf(ptr, sizeof ptr, "%s/%s", where, shown);
+    codec_json_pointer(ptr, sizeof ptr, where, key, len);
     if (near != NULL)
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: unknown %s \"%s\"; did you mean \"%s\"?", ptr,
-                        what, shown, near);
+                        "%s: unknown %s %s; did you mean \"%s\"?", ptr, what,
+                        shown, near);
     else
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                        "%s: unknown %s \"%s\" (GET /openapi.json lists "
-                        "them all)", ptr, what, shown);
+                        "%s: unknown %s %s (GET /openapi.json lists them "
+                        "all)", ptr, what, shown);
+    free(shown);
 }
 
 /* Walks an object field's members: calls member(ctx, index of the key in

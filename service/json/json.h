@@ -328,6 +328,27 @@ codec_media codec_media_of(const char *type);
 const char *codec_json_closest(const char *key, size_t len,
                                const char *const *names, size_t count);
 
+/* Writes into buf (cap bytes, NUL-terminated) the JSON Pointer (RFC 6901)
+ * of the member key[0..len) (decoded, well-formed UTF-8) of the object at
+ * the pointer `where`: where, '/', and the key with '~' written "~0" and
+ * '/' written "~1". Every other character stays as it is, non-ASCII,
+ * quotes and control characters included: a pointer is a Unicode string,
+ * and whoever writes it into JSON escapes it. A pointer longer than cap,
+ * or a key holding U+0000 (a C string cannot), is cut at a character
+ * boundary. */
+void codec_json_pointer(char *buf, size_t cap, const char *where,
+                        const char *key, size_t len);
+
+/* Most bytes of a key codec_json_quote_key shows. */
+#define CODEC_QUOTE_KEY_MAX 64
+
+/* key[0..len) as a JSON string, quotes included, for a message: written
+ * by text_json_string (quotes and control characters escaped, UTF-8 as it
+ * is), its first CODEC_QUOTE_KEY_MAX bytes at most (cut at a character
+ * boundary, then "..." after the closing quote). Returns a malloc'd string
+ * the caller frees, or NULL when out of memory. */
+char *codec_json_quote_key(const char *key, size_t len);
+
 /* Skips one value of any kind, validating its syntax. Returns 0 or -1. */
 int codec_json_skip(codec_reader *r, codec_error *err);
 

@@ -1,7 +1,11 @@
-/* json/suggest.c: the closest known name to a misspelt key, for messages
- * that say "did you mean ...". */
+/* json/suggest.c: what a message that refuses an unknown key says: the
+ * closest known name ("did you mean ..."), the key's JSON Pointer and the
+ * key itself, quoted. */
 #include "json/json.h"
+#include "json/text.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Optimal string alignment distance (insertions, deletions, substitutions
@@ -55,4 +59,63 @@ const char *codec_json_closest(const char *key, size_t len,
         }
     }
     return best;
+}
+
+/* How many bytes of s[0..len) to keep so that at most cap are kept and no
+ * UTF-8 sequence is cut in two. */
+static size_t codec__utf8_prefix(const char *s, size_t len, size_t cap)
+{
+    size_t n = cap;
+
+    if (len <= cap)
+        return len;
+    /* s[n] is the first byte left out: while it continues a sequence,
+     * that sequence's lead goes too */
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+void codec_json_pointer(char *buf, size_t cap, const char *where,
+                        const char *key, size_t len)
+{
+    size_t n, i, step;
+    int w;
+
+    if (cap == 0)
+        return;
+    w = snprintf(buf, cap, "%s/", where);
+    if (w < 0 || (size_t)w >= cap)
+        return;
+    n = (size_t)w;
+    for (i = 0; i < len && key[i] != '\0'; i += step) {
+        unsigned char c = (unsigned char)key[i];
+        int special = c == '~' || c == '/';
+        /* the reader checked the key's UTF-8: a lead byte tells the
+         * length of its sequence */
+        step = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        if (step > len - i)
+            step = len - i;
+        if (n + (special ? 2 : step) >= cap)
+            break;
+        if (special) {
+            buf[n++] = '~';
+            buf[n++] = c == '~' ? '0' : '1';
+        } else {
+            memcpy(buf + n, key + i, step);
+            n += step;
+        }
+    }
+    buf[n] = '\0';
+}
+
+char *codec_json_quote_key(const char *key, size_t len)
+{
+    text_buf t = TEXT_BUF_INIT;
+    size_t keep = codec__utf8_prefix(key, len, CODEC_QUOTE_KEY_MAX);
+
+    text_json_string(&t, key, keep);
+    if (keep < len)
+        text_puts(&t, "...");
+    return text_take(&t, NULL);
 }

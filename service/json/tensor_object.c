@@ -158,8 +158,8 @@ static int codec__tensor_key(const char *key, size_t len, int esc,
 {
     char *dec = esc ? codec_json_unescape(key, len, &len) : NULL;
     const char *k = dec ? dec : key, *near;
-    char path[300], shown[48];
-    size_t i, n;
+    char path[400], *shown;
+    size_t i;
 
     if (esc && dec == NULL) {
         codec__oom(err);
@@ -172,27 +172,28 @@ static int codec__tensor_key(const char *key, size_t len, int esc,
             free(dec);
             return (int)i;
         }
-    for (n = 0; n < len && n + 4 < sizeof shown; n++)
-        shown[n] = ((unsigned char)k[n] >= 0x20 && (unsigned char)k[n] < 0x7F &&
-                    k[n] != '"' && k[n] != '/' && k[n] != '~')
-                       ? k[n] : '?';
-    shown[n] = '\0';
     near = codec_json_closest(k, len, codec__tensor_keys,
                               sizeof codec__tensor_keys /
                                   sizeof codec__tensor_keys[0]);
+    shown = codec_json_quote_key(k, len);
+    codec_json_pointer(path, sizeof path, ptr, k, len);
     free(dec);
-    snprintf(path, sizeof path, "%s/%s", ptr, shown);
+    if (shown == NULL) {
+        codec__oom(err);
+        return -1;
+    }
     if (near != NULL)
         codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                        "%s: unknown key \"%s\" in a tensor object; did you "
+                        "%s: unknown key %s in a tensor object; did you "
                         "mean \"%s\"? (a tensor object holds \"dtype\", "
                         "\"shape\" and \"data\", or \"ref\")", path, shown,
                         near);
     else
         codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                        "%s: unknown key \"%s\" in a tensor object (it holds "
+                        "%s: unknown key %s in a tensor object (it holds "
                         "\"dtype\", \"shape\" and \"data\", or \"ref\")", path,
                         shown);
+    free(shown);
     return -1;
 }
 

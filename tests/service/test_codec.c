@@ -1083,7 +1083,7 @@ END_TEST
 START_TEST(test_codec_escapes_and_unknown)
 {
     /* an escaped key names a known field; a label holding U+0000 is echoed
-     * as valid JSON (unknown fields: test_codec_unknown_fields) */
+     * as valid JSON (unknown fields: test_v2_unknown_fields) */
     const char *json =
         "{\"\\u0078\":[[1,2]],\"w_q\":[[1],[2]],\"w_k\":[[1],[2]],"
         "\"w_v\":[[1],[2]],\"tokens\":[\"a\\u0000b\"]}";

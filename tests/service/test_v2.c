@@ -183,6 +183,28 @@ START_TEST(test_v2_unknown_fields)
          "did you mean \"right\""},
         {"\"layers\":[{\"store\":true}]", "/layers/0/store",
          "applies to the whole request"},
+        /* a pointer is a Unicode string (RFC 6901): a key's characters
+         * stay as they are, only '~' and '/' are escaped (~0, ~1); the
+         * message shows the key as a JSON string */
+        {"\"tokens\xc3\xa9\":1", "/tokens\xc3\xa9",
+         "unknown field \"tokens\xc3\xa9\"; did you mean \"tokens\""},
+        {"\"tok\\\"en\\u0001\":1", "/tok\"en\001",
+         "unknown field \"tok\\\"en\\u0001\"; did you mean \"tokens\""},
+        {"\"a~b/c\":1", "/a~0b~1c", "unknown field \"a~b/c\" (GET"},
+        {"\"rope\":{\"theta\xc3\xa9\":1}", "/rope/theta\xc3\xa9",
+         "unknown key \"theta\xc3\xa9\"; did you mean \"theta\""},
+        {"\"window\":{\"le/ft\":1}", "/window/le~1ft",
+         "unknown key \"le/ft\"; did you mean \"left\""},
+        {"\"qk_norm\":{\"\xe2\x82\xac\":1}", "/qk_norm/\xe2\x82\xac",
+         "unknown key \"\xe2\x82\xac\""},
+        {"\"alibi\":{\"slopes~\":[1]}", "/alibi/slopes~0",
+         "unknown key \"slopes~\"; did you mean \"slopes\""},
+        {"\"layers\":[{\"w_k\xc3\xa9\":[[1]]}]", "/layers/0/w_k\xc3\xa9",
+         "unknown field \"w_k\xc3\xa9\"; did you mean \"w_k\""},
+        {"\"b_q\":{\"dtype\":\"float32\",\"dat\xc3\xa9\":\"\"}",
+         "/b_q/dat\xc3\xa9",
+         "unknown key \"dat\xc3\xa9\" in a tensor object; did you mean "
+         "\"data\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ts_case c;
@@ -197,6 +219,34 @@ START_TEST(test_v2_unknown_fields)
         ck_assert_msg(strstr(json_string_value(json_object_get(e, "message")),
                              cases[i].says) != NULL,
                       "%s: %s", cases[i].extra, r.body);
+        json_decref(root);
+        ts_response_free(&r);
+        ts_case_free(&c);
+    }
+    /* a long key: the whole of it in the pointer, at most 64 bytes of it
+     * in the message, never cut inside a character */
+    {
+        char extra[512], field[400], shown[96];
+        size_t n = 0;
+        extra[n++] = '"';
+        for (int k = 0; k < 100; k++) {
+            memcpy(extra + n, "\xc3\xa9", 2);
+            n += 2;
+        }
+        snprintf(extra + n, sizeof extra - n, "\":1");
+        snprintf(field, sizeof field, "/%.*s", (int)n - 1, extra + 1);
+        snprintf(shown, sizeof shown, "unknown field %.65s\"... (GET",
+                 extra);
+        ts_case c;
+        ts_response r;
+        ts_case_make(&c, 2, 2, 1, 2, extra);
+        tv_post(port, "/attend", c.json, &r);
+        ts_assert_error(&r, 422, "invalid_request");
+        json_t *root = json_loads(r.body, 0, NULL);
+        json_t *e = json_object_get(root, "error");
+        ck_assert_str_eq(json_string_value(json_object_get(e, "field")), field);
+        ck_assert_msg(strstr(json_string_value(json_object_get(e, "message")),
+                             shown) != NULL, "%s", r.body);
         json_decref(root);
         ts_response_free(&r);
         ts_case_free(&c);
