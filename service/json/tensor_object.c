@@ -198,16 +198,26 @@ static int codec__tensor_key(const char *key, size_t len, int esc,
 }
 
 /* A {"ref": ..., "shape"?: [..]} tensor: the stored values, borrowed, with
- * the stored shape or a given one of the same element count. */
+ * the stored shape or a given one (have_shape: shape[0..rank)) of the same
+ * element count. */
 static int codec__tensor_ref(codec_reader *r, const char *ptr,
                              const char *shape_doc, int min_rank,
                              int max_rank, const char *ref, size_t ref_len,
-                             const size_t *shape, int rank, codec_array *a,
-                             codec_error *err)
+                             int have_shape, const size_t *shape, int rank,
+                             codec_array *a, codec_error *err)
 {
     char path[300];
     size_t count = 1, i;
 
+    /* a given shape is checked as a tensor object's is, before the store
+     * is asked: "shape": [] is rank 0, not "the stored shape" */
+    if (have_shape && (rank < min_rank || rank > max_rank)) {
+        snprintf(path, sizeof path, "%s/shape", ptr);
+        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                        "%s: expected %s, found a shape of rank %d", path,
+                        shape_doc, rank);
+        return -1;
+    }
     if (r->refs == NULL) {
         codec_error_set(err, ERRORS_UNKNOWN_REF, ptr,
                         "%s: this server keeps no tensors (its tensor store "
@@ -217,7 +227,7 @@ static int codec__tensor_ref(codec_reader *r, const char *ptr,
     if (r->refs->resolve(r->refs->ctx, ref, ref_len, ptr, a, err) != 0)
         return -1;
     a->refs = r->refs;
-    if (rank > 0) {
+    if (have_shape) {
         for (i = 0; i < (size_t)rank; i++)
             count = shape[i] != 0 && count > SIZE_MAX / shape[i]
                         ? SIZE_MAX : count * shape[i];
@@ -234,6 +244,7 @@ static int codec__tensor_ref(codec_reader *r, const char *ptr,
         for (i = 0; i < 4; i++)
             a->shape[i] = i < (size_t)rank ? shape[i] : 0;
     }
+    /* the stored shape (a given one was checked above) */
     if (a->rank < min_rank || a->rank > max_rank) {
         snprintf(path, sizeof path, "%s", ptr);
         codec_error_set(err, ERRORS_INVALID_REQUEST, path,
@@ -538,8 +549,8 @@ int codec__tensor_object(codec_reader *r, const char *ptr,
             return -1;
         }
         return codec__tensor_ref(r, ptr, shape_doc, min_rank, max_rank, t.ref,
-                                 t.ref_len, t.shape,
-                                 t.have_shape ? t.rank : 0, a, err);
+                                 t.ref_len, t.have_shape, t.shape, t.rank,
+                                 a, err);
     }
     if (codec__tensor_count(ptr, shape_doc, min_rank, max_rank, &t, &count,
                             err) != 0)

@@ -435,6 +435,22 @@ START_TEST(test_v2_refs_equal_inline)
         ck_assert_ptr_nonnull(strstr(r.body, "\"/w_q/shape\""));
         ts_response_free(&r);
         free(body);
+        /* a shape the field does not take, although its count may
+         * match: [] is rank 0, not "the stored shape" */
+        static const char *const bad_shapes[] = {"[]", "[16]"};
+        for (size_t i = 0; i < 2; i++) {
+            json_object_set_new(bad, "w_q",
+                                json_pack("{s:s,s:o}", "ref", w_q, "shape",
+                                          json_loads(bad_shapes[i], 0, NULL)));
+            body = tv_dump(bad);
+            tv_post(port, "/attend", body, &r);
+            ts_assert_error(&r, 422, "invalid_request");
+            ck_assert_msg(strstr(r.body, "\"field\":\"/w_q/shape\"") &&
+                              strstr(r.body, "found a shape of rank"),
+                          "%s: %s", bad_shapes[i], r.body);
+            ts_response_free(&r);
+            free(body);
+        }
         /* the same count in another shape is the same values */
         json_object_set_new(bad, "w_q", json_pack("{s:s,s:[i,i,i]}", "ref",
                                                   w_q, "shape", 2, 4, 2));
