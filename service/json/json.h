@@ -23,6 +23,10 @@ typedef struct codec_reader {
     const char *start, *p, *end;
     int depth;
     const codec_refs *refs; /* resolves {"ref": ...} tensors; NULL: none */
+    /* non-NULL: a tensor object holding "ref" is refused, invalid_request
+     * at its "ref" with this message, whatever refs is (where the values
+     * themselves are wanted, as in an upload) */
+    const char *ref_refused;
 } codec_reader;
 
 /* A reader at the start of body[0..len), resolving refs through refs
@@ -34,6 +38,7 @@ static inline void codec_reader_init(codec_reader *r, const char *body,
     r->end = body + len;
     r->depth = 0;
     r->refs = refs;
+    r->ref_refused = NULL;
 }
 
 /* Deepest nesting the reader accepts (jansson's limit is 2048). */

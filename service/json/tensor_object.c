@@ -398,6 +398,12 @@ static int codec__tensor_members(codec_reader *r, const char *ptr,
         if ((which = codec__tensor_key(key, key_len, esc, ptr, err)) < 0)
             return -1;
         if (which == 3) {
+            if (r->ref_refused != NULL) {
+                snprintf(path, sizeof path, "%s/ref", ptr);
+                codec_error_set(err, ERRORS_INVALID_REQUEST, path, "%s: %s",
+                                path, r->ref_refused);
+                return -1;
+            }
             if (codec__tensor_ref_member(r, ptr, t, err) != 0)
                 return -1;
         } else if (which == 0) {

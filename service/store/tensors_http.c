@@ -71,7 +71,14 @@ static void store_http__name_body(codec_error *err)
 static int store_http__parse_json(const char *body, size_t len,
                                   codec_array *a, codec_error *err)
 {
-    codec_reader r = {.start = body, .p = body, .end = body + len};
+    codec_reader r;
+    codec_reader_init(&r, body, len, NULL);
+    /* a ref names what is already stored: it cannot be what is uploaded
+     * (without this, it would read as a ref this reader cannot resolve) */
+    r.ref_refused = "POST /tensors takes the tensor's values (a tensor "
+                    "object with \"dtype\", \"shape\" and \"data\", a "
+                    "numeric array, or raw float32 bytes as "
+                    "application/octet-stream), not a ref";
     codec_json_ws(&r);
     if (r.p < r.end && *r.p != '[' && *r.p != '{') {
         /* not a tensor: invalid JSON (400) or the wrong value (422) */

@@ -656,6 +656,26 @@ START_TEST(test_store_http_upload_and_get)
     ck_assert_str_eq(r.body, answer);
     ts_response_free(&r);
 
+    /* a ref is not an upload, whether the store holds it or not, well
+     * formed or not: 422 at the ref, the store not asked */
+    const char *const by_ref[] = {
+        "{\"ref\":\"sha256:24ae2dfe8df57c1b80e54cef3d90ac3b417fd98973345a5f616"
+        "bbc9a75dcc202\"}",
+        "{\"ref\":\"bogus\"}", "{\"ref\":7}",
+        "{\"dtype\":\"float32\",\"shape\":[6],\"ref\":\"sha256:24ae2dfe8df5"
+        "7c1b80e54cef3d90ac3b417fd98973345a5f616bbc9a75dcc202\"}"};
+    for (size_t i = 0; i < sizeof by_ref / sizeof by_ref[0]; i++) {
+        store_post(port, "/tensors", "application/json", by_ref[i],
+                   strlen(by_ref[i]), &r);
+        ts_assert_error(&r, 422, "invalid_request");
+        ck_assert_msg(strstr(r.body, "\"field\":\"/ref\"") &&
+                          strstr(r.body, "POST /tensors takes the tensor's "
+                                         "values") &&
+                          strstr(r.body, "not a ref"),
+                      "%s: %s", by_ref[i], r.body);
+        ts_response_free(&r);
+    }
+
     /* GET: the tensor object, which POST takes back */
     ts_request q = {.path = path};
     ts_http(port, &q, &r);
