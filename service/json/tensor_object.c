@@ -65,6 +65,36 @@ size_t codec_base64_f32(const float *v, size_t total_bytes, size_t from,
     return o;
 }
 
+/* When the first '=' of base64 text s[0..len) is misplaced, fills err
+ * (path: the text's pointer) and returns -1: padding followed by more text,
+ * or more than two '=' at the end. 0 when the padding is not the fault.
+ * Only on the way to an error: it reads the text again. */
+static int codec__b64_pad_fault(const char *s, size_t len, const char *path,
+                                codec_error *err)
+{
+    const char *eq = memchr(s, '=', len);
+    size_t at, i;
+
+    if (eq == NULL)
+        return 0;
+    at = (size_t)(eq - s);
+    for (i = at + 1; i < len; i++)
+        if (s[i] != '=') {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                            "%s: padding '=' at offset %zu, before the end "
+                            "of the text (RFC 4648 base64 has one or two "
+                            "'=' only at its end)", path, at);
+            return -1;
+        }
+    if (len - at > 2) {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                        "%s: %zu '=' of padding from offset %zu (RFC 4648 "
+                        "base64 ends with at most two)", path, len - at, at);
+        return -1;
+    }
+    return 0;
+}
+
 /* Decodes base64 text s[0..len) into the float buffer f of `count` values,
  * whose byte length the caller has already matched against the text. */
 static int codec__b64_decode(const char *s, size_t len, float *f, size_t count,
@@ -103,6 +133,9 @@ static int codec__b64_decode(const char *s, size_t len, float *f, size_t count,
             }
             v[j] = codec__b64_val(c);
             if (v[j] < 0) {
+                /* an '=' refused here is misplaced padding: say so */
+                if (c == '=' && codec__b64_pad_fault(s, len, path, err) != 0)
+                    return -1;
                 if (c >= 0x20 && c < 0x7F)
                     codec_error_set(err, ERRORS_INVALID_REQUEST, path,
                                     "%s: invalid base64 character '%c' at "
@@ -490,6 +523,10 @@ static int codec__tensor_data(const char *ptr, const codec__tobj *t,
     }
     snprintf(path, sizeof path, "%s/data", ptr);
     if (data_len % 4 != 0) {
+        /* a length that is wrong because of '=' inside the text is
+         * reported as that '=' (here and below) */
+        if (codec__b64_pad_fault(data, data_len, path, err) != 0)
+            goto fail;
         codec_error_set(err, ERRORS_INVALID_REQUEST, path,
                         "%s: base64 text of %zu characters; expected a "
                         "multiple of 4 (RFC 4648 with padding)", path,
@@ -504,6 +541,8 @@ static int codec__tensor_data(const char *ptr, const codec__tobj *t,
             pad++;
         bytes = data_len / 4 * 3 - pad;
         if (bytes != count * 4) {
+            if (codec__b64_pad_fault(data, data_len, path, err) != 0)
+                goto fail;
             codec_error_set(err, ERRORS_INVALID_REQUEST, path,
                             "%s: decodes to %zu bytes, expected 4 * %zu = "
                             "%zu for the shape given", path, bytes, count,

@@ -1521,8 +1521,23 @@ static const struct err_case {
     {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AAAA*AAAAAA=\"},"
      W2 "}", ERRORS_INVALID_REQUEST, "/x/data",
      "invalid base64 character '*' at offset 4"},
+    /* '=' inside the text is named as the fault, whatever the length
+     * it gives */
     {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AA=AAAAAAAA=\"},"
-     W2 "}", ERRORS_INVALID_REQUEST, "/x/data", "invalid base64 character '='"},
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data",
+     "padding '=' at offset 2, before the end of the text"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],"
+     "\"data\":\"AACAPw==AACAPw==\"}," W2 "}", ERRORS_INVALID_REQUEST,
+     "/x/data", "padding '=' at offset 6, before the end of the text"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],"
+     "\"data\":\"AACAPw==AACAPw=\"}," W2 "}", ERRORS_INVALID_REQUEST,
+     "/x/data", "padding '=' at offset 6, before the end of the text"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AAAAAAAAA===\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data",
+     "3 '=' of padding from offset 9"},
+    {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,1],\"data\":\"AAAA====\"},"
+     W2 "}", ERRORS_INVALID_REQUEST, "/x/data",
+     "4 '=' of padding from offset 4"},
     {"{\"x\":{\"dtype\":\"float64\",\"shape\":[1,2],\"data\":\"AAAAAAAAAAAA\"},"
      W2 "}", ERRORS_INVALID_REQUEST, "/x/dtype",
      "expected \"float32\", found \"float64\""},
