@@ -3,9 +3,10 @@
 #   make test-docs   docs/operations.md's options table lists exactly the
 #                    options `attnd --help` prints (variable and default
 #                    included); its metrics table holds every metric a running
-#                    attnd exposes on /metrics; every relative link in
-#                    README.md and docs/*.md reaches an existing file (and
-#                    heading)
+#                    attnd exposes on /metrics; docs/api.md's errors table
+#                    has every code and status of service/errors.h; every
+#                    relative link in README.md and docs/*.md reaches an
+#                    existing file (and heading)
 #
 # python3 stdlib only (tests/docs/check_docs.py); attnd is started on a free
 # loopback port and stopped with SIGTERM.

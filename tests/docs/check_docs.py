@@ -12,6 +12,9 @@ stdlib only).
   "## Metrics" in docs/operations.md, with the same type. Rows the server does
   not expose are reported, not failed: features document their metrics as
   they land.
+- Errors: the table under "## Errors" in docs/api.md has a row for every
+  code of the error table in service/errors.h (ERRORS_MAP), with each of its
+  statuses in the status cell or in the row as "(NNN)", and no other code.
 - Links: every relative link and image in README.md and docs/*.md (outside
   code) points to a file that exists, and a `#fragment` into a Markdown file
   to one of its headings.
@@ -211,6 +214,53 @@ def check_metrics(binary, ops):
         ", ".join(ahead) if ahead else ""), since)
 
 
+def error_table(root):
+    """{code: {status, ...}} from the X(NAME, status, "code") rows of
+    ERRORS_MAP in service/errors.h."""
+    text = open(os.path.join(root, "service", "errors.h"),
+                encoding="utf-8").read()
+    row = r'X\(\s*[A-Z_]+\s*,\s*(\d+)\s*,\s*"([a-z_]+)"\s*\)'
+    codes = {}
+    for status, code in re.findall(row, text):
+        codes.setdefault(code, set()).add(status)
+    return codes
+
+
+def check_errors(root):
+    since = len(problems)
+    api = os.path.join(root, "docs", "api.md")
+    have = error_table(root)
+    if not have:
+        problem("service/errors.h: no X(NAME, status, \"code\") rows")
+        return
+    rows = section_table(api, "Errors")
+    if not rows:
+        problem("%s: no table under '## Errors'" % api)
+        return
+    doc = {}
+    for cells in rows:
+        if len(cells) < 3:
+            problem("%s errors: a row with %d cells, want 3: %s" %
+                    (api, len(cells), " | ".join(cells)))
+            continue
+        doc.setdefault(unquote(cells[1]), []).append(cells)
+    for code, statuses in sorted(have.items()):
+        if code not in doc:
+            problem("error code %s (%s) is missing from the errors table of "
+                    "%s" % (code, ", ".join(sorted(statuses)), api))
+            continue
+        for status in sorted(statuses):
+            if not any(c[0] == status or "(%s)" % status in c[2]
+                       for c in doc[code]):
+                problem("error code %s: status %s is not in its row of %s" %
+                        (code, status, api))
+    for code in sorted(set(doc) - set(have)):
+        problem("%s lists error code %s, which service/errors.h does not "
+                "have" % (api, code))
+    ok("errors: %d codes in service/errors.h, %d in %s" %
+       (len(have), len(doc), os.path.relpath(api)), since)
+
+
 def slug(heading):
     """GitHub's anchor for a heading."""
     h = re.sub(r"[`*_]|<[^>]*>", "", heading.strip().lower())
@@ -272,6 +322,7 @@ def main():
     ops = os.path.join(args.root, "docs", "operations.md")
     check_options(args.attnd, ops)
     check_metrics(args.attnd, ops)
+    check_errors(args.root)
     check_links(args.root)
     if problems:
         print("docs check: %d problem(s)" % len(problems))

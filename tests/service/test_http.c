@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "attn.h"
+#include "errors.h"
 #include "http/framing.h"
 #include "json/text.h"
 #include "metrics.h"
@@ -145,6 +146,62 @@ START_TEST(test_http_openapi_lists_attend)
     ck_assert_msg(a.status == 200, "example got %ld: %s", a.status, a.body);
     ts_response_free(&a);
     free(body);
+    json_decref(j);
+    ts_response_free(&r);
+}
+END_TEST
+
+/* The Error schema's code enum is exactly the codes of the error table
+ * (errors.h): every code the service can send is documented, none it
+ * never sends. */
+START_TEST(test_http_openapi_error_codes)
+{
+    ts_response r;
+    ts_request q = {.path = "/openapi.json"};
+    ts_http(port, &q, &r);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = json_loads(r.body, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    json_t *error = json_object_get(
+        json_object_get(json_object_get(json_object_get(j, "components"),
+                                        "schemas"),
+                        "Error"),
+        "properties");
+    json_t *code = json_object_get(
+        json_object_get(json_object_get(error, "error"), "properties"),
+        "code");
+    json_t *values = json_object_get(code, "enum");
+    const char *description =
+        json_string_value(json_object_get(code, "description"));
+    ck_assert(json_is_array(values));
+    ck_assert_ptr_nonnull(description);
+    for (int k = 0; k < ERRORS_COUNT; k++) {
+        const char *name = errors_code((errors_kind)k);
+        char status[64];
+        size_t i;
+        json_t *v;
+        int found = 0;
+        json_array_foreach(values, i, v)
+            found |= !strcmp(json_string_value(v), name);
+        ck_assert_msg(found, "Error.code enum lacks \"%s\"", name);
+        /* the description gives each code's statuses */
+        snprintf(status, sizeof status, "%d",
+                 errors_http_status((errors_kind)k));
+        ck_assert_msg(strstr(description, name) &&
+                          strstr(strstr(description, name), status),
+                      "Error.code description lacks %s %s", name, status);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(values, i, v)
+    {
+        int k = 0;
+        while (k < ERRORS_COUNT &&
+               strcmp(errors_code((errors_kind)k), json_string_value(v)))
+            k++;
+        ck_assert_msg(k < ERRORS_COUNT, "Error.code enum has \"%s\", which "
+                      "the service never sends", json_string_value(v));
+    }
     json_decref(j);
     ts_response_free(&r);
 }
@@ -1609,6 +1666,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_absolute_form_target);
     tcase_add_test(t, test_http_head_has_no_body);
     tcase_add_test(t, test_http_openapi_lists_attend);
+    tcase_add_test(t, test_http_openapi_error_codes);
     tcase_add_test(t, test_http_dashboard_served);
     tcase_add_test(t, test_http_unknown_path_404);
     tcase_add_test(t, test_http_wrong_method_405_allow);
