@@ -489,6 +489,50 @@ START_TEST(test_v2_refs_equal_inline)
 }
 END_TEST
 
+/* store: true names in meta.refs the tensors the store kept: not one
+ * larger than the whole store, and none when the store is off ({}), since
+ * a ref to either would only ever be unknown_ref. */
+START_TEST(test_v2_store_names_what_it_kept)
+{
+    uint64_t seed = 5;
+    json_t *req = json_object();
+    /* w_q and w_k: 512 values, 2048 bytes and the 256 a tensor costs, over
+     * a store of 2048 bytes; x and w_v: 16 values */
+    json_object_set_new(req, "x", tv_matrix(1, 16, &seed));
+    json_object_set_new(req, "w_q", tv_matrix(16, 32, &seed));
+    json_object_set_new(req, "w_k", tv_matrix(16, 32, &seed));
+    json_object_set_new(req, "w_v", tv_matrix(16, 1, &seed));
+    json_object_set_new(req, "store", json_true());
+    for (int on = 1; on >= 0; on--) {
+        config cfg;
+        ts_config(&cfg);
+        cfg.tensor_store_bytes = on ? 2048 : 0;
+        server *srv = ts_start(&cfg);
+        char *text = tv_answer(server_port(srv), req);
+        json_t *ans = json_loads(text, 0, NULL);
+        json_t *refs = json_object_get(json_object_get(ans, "meta"), "refs");
+        ck_assert_msg(json_is_object(refs), "%s", text);
+        if (on) {
+            ck_assert_msg(json_object_size(refs) == 2 &&
+                              json_object_get(refs, "x") &&
+                              json_object_get(refs, "w_v"),
+                          "%s", text);
+            /* what it names, it holds */
+            char path[96];
+            snprintf(path, sizeof path, "/tensors/%s",
+                     json_string_value(json_object_get(refs, "w_v")));
+            ck_assert_int_eq(ts_get_status(server_port(srv), path), 200);
+        } else {
+            ck_assert_msg(json_object_size(refs) == 0, "%s", text);
+        }
+        json_decref(ans);
+        free(text);
+        server_stop(srv);
+    }
+    json_decref(req);
+}
+END_TEST
+
 /* out_in weights, 3-D out_in weights and w_qkv in both orders answer as
  * the same weights in the v1 layout. */
 START_TEST(test_v2_layouts_equal_v1)
@@ -653,6 +697,7 @@ Suite *v2_suite(void)
     tcase_add_test(tc, test_v2_layers_limits_count_the_whole);
     tcase_add_test(tc, test_v2_rollout);
     tcase_add_test(tc, test_v2_refs_equal_inline);
+    tcase_add_test(tc, test_v2_store_names_what_it_kept);
     tcase_add_test(tc, test_v2_layouts_equal_v1);
     tcase_add_test(tc, test_v2_value_norms_and_qk);
     suite_add_tcase(s, tc);
