@@ -1144,8 +1144,8 @@ START_TEST(test_http_refused_head_answered_after_the_request_before_it)
     static const char *const bad[] = {
         "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Length: zz\r\n\r\n",
         "GARBAGE\r\n\r\n",
-        "GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
-        "Content-Length: 5\r\n\r\n",
+        ("GET / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+         "Content-Length: 5\r\n\r\n"),
     };
     ts_case small, large;
     ts_case_make(&small, 4, 8, 2, 4, NULL);
