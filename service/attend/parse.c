@@ -311,7 +311,7 @@ static int codec__layers(codec__fields *top, const limits_config *lim,
     codec_request **layers = NULL;
     size_t count = 0, cap = 0, maps = 0;
     uint64_t work = 0;
-    int first = 1, rc;
+    int first = 1, ovf = 0, rc;
 
     codec_reader_init(&r, top->layers.text, top->layers.len, refs);
     r.p++; /* '[' (validated) */
@@ -348,18 +348,30 @@ static int codec__layers(codec__fields *top, const limits_config *lim,
         layers[count++] = one;
         work += one->cost;
         {
-            /* the answer holds every layer's output and maps */
-            size_t o = 0, w = 0;
+            /* The answer's attention maps, each layer's counted as check.c
+             * counts a request's, and the rollout's [B][n][n] once; each
+             * layer's output is bounded there on its own, and all of them
+             * by the work. */
+            const attn_dims *d = &one->p.dims;
+            size_t o = 0, w = 0, roll = 0;
             attn_output_sizes(&one->p, &o, &w);
             if (one->top_k)
-                w = w / one->p.dims.m * 2 * one->top_k;
-            maps += o + w;
+                w = w / d->m * 2 * one->top_k;
+            if (top->rollout && count == 1)
+                ovf = __builtin_mul_overflow(d->B, d->n, &roll) ||
+                      __builtin_mul_overflow(roll, d->n, &roll);
+            ovf = ovf || __builtin_add_overflow(maps, roll, &maps) ||
+                  __builtin_add_overflow(maps, w, &maps);
+            if (ovf)
+                maps = SIZE_MAX;
         }
         if (maps > lim->max_map_elems) {
             codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "the layers' outputs and maps would hold %zu "
-                            "values together; the limit --max-map-elems "
-                            "(ATTND_MAX_MAP_ELEMS) is %zu", maps,
+                            "the attention maps of the layers%s would hold "
+                            "%s%zu values together; the limit "
+                            "--max-map-elems (ATTND_MAX_MAP_ELEMS) is %zu",
+                            top->rollout ? " and the rollout" : "",
+                            ovf ? "more than " : "", maps,
                             lim->max_map_elems);
             goto fail;
         }

@@ -658,29 +658,65 @@ START_TEST(test_v2_value_norms_and_qk)
 }
 END_TEST
 
-/* The limits count the whole request: layers each within --max-map-elems
- * whose answers together are not get 413. */
+/* POSTs the request object and asserts an error with this status, code,
+ * field pointer (NULL: none) and start of the message. */
+static void tv_expect_error(uint16_t port, const json_t *req, long status,
+                            const char *code, const char *field,
+                            const char *message_start)
+{
+    char *body = tv_dump(req);
+    ts_response r;
+    tv_post(port, "/attend", body, &r);
+    ts_assert_error(&r, status, code);
+    json_t *root = json_loads(r.body, 0, NULL);
+    json_t *e = json_object_get(root, "error");
+    const char *f = json_string_value(json_object_get(e, "field"));
+    const char *m = json_string_value(json_object_get(e, "message"));
+    ck_assert_msg(field ? f != NULL && strcmp(f, field) == 0 : f == NULL,
+                  "field: %s", r.body);
+    ck_assert_msg(strncmp(m, message_start, strlen(message_start)) == 0,
+                  "message: %s", r.body);
+    json_decref(root);
+    ts_response_free(&r);
+    free(body);
+}
+
+/* --max-map-elems counts a `layers` request as it counts one request: the
+ * attention maps, here summed over the layers with the rollout's [n][n];
+ * a layer's output is bounded on its own, as a request's is. */
 START_TEST(test_v2_layers_limits_count_the_whole)
 {
     config cfg;
     ts_config(&cfg);
-    /* one layer: output 4 x 6 and maps 2 x 4 x 4, 56 values */
-    cfg.limits.max_map_elems = 100;
+    /* one layer: maps 2 x 4 x 4 = 32 values, output 4 x 6 = 24 */
+    cfg.limits.max_map_elems = 40;
     server *srv = ts_start(&cfg);
     uint16_t port = server_port(srv);
+    json_t *alone = tv_layer(4, 6, 2, 3, 21);
     json_t *whole = json_object(), *arr = json_array();
-    json_array_append_new(arr, tv_layer(4, 6, 2, 3, 21));
+    char *text = tv_answer(port, alone); /* 32 values: served */
+    free(text);
+    /* the same request as the one layer of a `layers` request */
+    json_array_append(arr, alone);
     json_object_set_new(whole, "layers", arr);
-    char *one = tv_answer(port, whole); /* 56 values: served */
-    free(one);
+    text = tv_answer(port, whole);
+    free(text);
+    /* with the rollout, 32 + 16; with mean maps, 16 + 16 */
+    json_object_set_new(whole, "rollout", json_true());
+    tv_expect_error(port, whole, 413, "too_large", NULL,
+                    "the attention maps of the layers and the rollout would "
+                    "hold 48 values together; the limit --max-map-elems");
+    json_object_set_new(whole, "return_weights", json_string("mean"));
+    text = tv_answer(port, whole);
+    free(text);
+    json_object_del(whole, "rollout");
+    json_object_del(whole, "return_weights");
+    /* two layers of 32 */
     json_array_append_new(arr, tv_layer(4, 6, 2, 3, 22));
-    char *body = tv_dump(whole);
-    ts_response r;
-    tv_post(port, "/attend", body, &r);
-    ts_assert_error(&r, 413, "too_large");
-    ck_assert_ptr_nonnull(strstr(r.body, "--max-map-elems"));
-    ts_response_free(&r);
-    free(body);
+    tv_expect_error(port, whole, 413, "too_large", NULL,
+                    "the attention maps of the layers would hold 64 values "
+                    "together; the limit --max-map-elems");
+    json_decref(alone);
     json_decref(whole);
     server_stop(srv);
 }
