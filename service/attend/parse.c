@@ -229,16 +229,20 @@ static void codec__prepend(char *buf, size_t cap, const char *prefix)
     buf[p + t] = '\0';
 }
 
-/* An error found after a layer's fields were merged points at the field
- * where it came from: "/layers/2/w_q" when the layer gave w_q, "/w_q" when
- * it inherited it. */
+/* An error found after a layer's fields were merged says which layer it
+ * is in. One in a field the layer gave, or in one that neither it nor the
+ * top level gave (a missing field), points into the layer:
+ * "/layers/2/w_q/0", its message saying "/layers/2/w_q: ..." alike. One in
+ * a field it inherited keeps the top-level pointer, "/w_q", where the
+ * offending values are, and its message names the layer:
+ * "/layers/2 (with the top-level /w_q): ...". */
 static void codec__relocate(codec_error *err, const codec__fields *layer,
                             const char *prefix)
 {
-    char name[64];
-    const char *f = err->field;
+    char name[64], lead[sizeof err->field + 64];
+    const char *f = err->field, *m = err->message, *rest;
     size_t n = 0;
-    int id;
+    int id, starts;
 
     if (f[0] != '/' || strncmp(f, prefix, strlen(prefix)) == 0)
         return;
@@ -246,13 +250,29 @@ static void codec__relocate(codec_error *err, const codec__fields *layer,
         name[n++] = *f;
     name[n] = '\0';
     id = attend_field_find(name, n);
-    if (id == F_COUNT || !layer->seen[id] || layer->shared[id])
+    if (id == F_COUNT)
         return;
-    /* messages that start with the pointer say it the same way */
-    n = strlen(err->field);
-    if (strncmp(err->message, err->field, n) == 0)
-        codec__prepend(err->message, sizeof err->message, prefix);
-    codec__prepend(err->field, sizeof err->field, prefix);
+    /* messages start with the field's pointer, or with the pointer of the
+     * whole field when `field` names one of its dimensions ("/w_q: ..."
+     * for "/w_q/0") */
+    starts = strncmp(m, err->field, n + 1) == 0 &&
+             (m[n + 1] == ':' || m[n + 1] == '/');
+    if (!layer->shared[id]) {
+        if (starts)
+            codec__prepend(err->message, sizeof err->message, prefix);
+        codec__prepend(err->field, sizeof err->field, prefix);
+        return;
+    }
+    rest = starts ? strstr(m, ": ") : NULL;
+    if (rest != NULL) {
+        snprintf(lead, sizeof lead, "%s (with the top-level %.*s)", prefix,
+                 (int)(rest - m), m);
+        memmove(err->message, rest, strlen(rest) + 1);
+    } else {
+        snprintf(lead, sizeof lead, "%s (with the top-level %s): ", prefix,
+                 err->field);
+    }
+    codec__prepend(err->message, sizeof err->message, lead);
 }
 
 /* Checks f, checks the limits and builds one request from it. */

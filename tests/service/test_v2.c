@@ -722,6 +722,47 @@ START_TEST(test_v2_layers_limits_count_the_whole)
 }
 END_TEST
 
+/* An error found once a layer's fields are merged says which layer: in a
+ * field the layer gave (or lacks), field and message point into the
+ * layer; in one it inherited, the field is the top level's and the
+ * message names the layer. */
+START_TEST(test_v2_layers_errors_name_the_layer)
+{
+    config cfg;
+    ts_config(&cfg);
+    server *srv = ts_start(&cfg);
+    uint16_t port = server_port(srv);
+    uint64_t seed = 31;
+    json_t *whole = tv_layer(4, 8, 2, 4, 30), *arr = json_array();
+    json_object_del(whole, "w_o");
+    json_object_set_new(whole, "layers", arr);
+    json_array_append_new(arr, json_object());
+
+    /* the top-level w_q, [8][8], against the layer's x, [4][6] */
+    json_array_append_new(arr,
+                          json_pack("{s:o}", "x", tv_matrix(4, 6, &seed)));
+    tv_expect_error(port, whole, 422, "invalid_request", "/w_q",
+                    "/layers/1 (with the top-level /w_q): the number of rows "
+                    "is 8, expected d_model (the width of x) = 6");
+
+    /* the layer's own w_q: the message's pointer is the field's */
+    json_array_set_new(arr, 1, json_pack("{s:o}", "w_q",
+                                         tv_matrix(8, 7, &seed)));
+    tv_expect_error(port, whole, 422, "invalid_request", "/layers/1/w_q/0",
+                    "/layers/1/w_q: the row width (h*d_k) is 7");
+
+    /* a required field neither the layer nor the top level gives */
+    json_array_set_new(arr, 1, json_object());
+    json_array_set_new(arr, 0, json_pack("{s:O}", "w_k",
+                                         json_object_get(whole, "w_k")));
+    json_object_del(whole, "w_k");
+    tv_expect_error(port, whole, 422, "invalid_request", "/layers/1/w_k",
+                    "/layers/1/w_k: missing required field");
+    json_decref(whole);
+    server_stop(srv);
+}
+END_TEST
+
 Suite *v2_suite(void)
 {
     Suite *s = suite_create("v2");
@@ -731,6 +772,7 @@ Suite *v2_suite(void)
     tcase_add_test(tc, test_v2_unknown_fields);
     tcase_add_test(tc, test_v2_layers_equal_alone);
     tcase_add_test(tc, test_v2_layers_limits_count_the_whole);
+    tcase_add_test(tc, test_v2_layers_errors_name_the_layer);
     tcase_add_test(tc, test_v2_rollout);
     tcase_add_test(tc, test_v2_refs_equal_inline);
     tcase_add_test(tc, test_v2_store_names_what_it_kept);
