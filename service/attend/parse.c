@@ -471,6 +471,9 @@ int codec_parse_with(const char *body, size_t len, const limits_config *lim,
                  codec_rollout_check(whole, err) != 0)
             codec_request_free(whole);
         else {
+            /* rollout applies to the whole request, and so does its
+             * encoding: the top level's */
+            whole->base64_out = f.encoding == 1;
             *out = whole;
             rc = 0;
         }

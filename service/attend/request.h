@@ -22,7 +22,8 @@
 struct codec_request {
     attn_params p;     /* pointers into the owned and held buffers below */
     int batched;       /* x was given as [B][n][d_model] (rank follows x) */
-    int base64_out;    /* "encoding": "base64" */
+    int base64_out;    /* "encoding": "base64" (of a `layers` request:
+                          the top level's, for the rollout) */
     void *owned[CODEC_MAX_OWNED];       /* freed with the request */
     size_t n_owned;
     const void *holds[CODEC_MAX_OWNED]; /* stored tensors, given back */

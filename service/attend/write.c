@@ -294,7 +294,7 @@ static int codec__layers_answer(codec_writer *w, const codec_request *req)
         shape[2] = d->n;
         ok = codec__text(w, ",\"rollout\":") == 0 &&
              codec__array(w, req->rollout_map, shape + !b, 2 + b,
-                          req->layers[0]->base64_out) == 0;
+                          req->base64_out) == 0;
     }
     return ok && codec__text(w, ",\"meta\":{\"layers\":%zu,\"params\":%llu,"
                              "\"flops\":%llu,\"elapsed_ms\":%.3f}}",

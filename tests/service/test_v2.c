@@ -763,6 +763,47 @@ START_TEST(test_v2_layers_errors_name_the_layer)
 }
 END_TEST
 
+/* rollout applies to the whole request, and is encoded as the top level
+ * says, whatever the first layer's encoding. */
+START_TEST(test_v2_rollout_follows_the_top_level_encoding)
+{
+    config cfg;
+    ts_config(&cfg);
+    server *srv = ts_start(&cfg);
+    uint16_t port = server_port(srv);
+    json_t *whole = json_object(), *arr = json_array();
+    json_object_set_new(whole, "rollout", json_true());
+    json_object_set_new(whole, "layers", arr);
+    json_array_append_new(arr, tv_layer(3, 4, 2, 2, 50));
+    json_array_append_new(arr, tv_layer(3, 4, 2, 2, 51));
+    for (int top = 0; top < 2; top++) {
+        /* the layers say the other encoding */
+        const char *said = top ? "base64" : "json";
+        const char *other = top ? "json" : "base64";
+        json_object_set_new(whole, "encoding", json_string(said));
+        for (size_t l = 0; l < 2; l++)
+            json_object_set_new(json_array_get(arr, l), "encoding",
+                                json_string(other));
+        char *text = tv_answer(port, whole);
+        json_t *ans = json_loads(text, 0, NULL);
+        json_t *ro = json_object_get(ans, "rollout");
+        json_t *out0 = json_object_get(
+            json_array_get(json_object_get(ans, "layers"), 0), "output");
+        ck_assert_msg(top ? json_is_object(ro) : json_is_array(ro),
+                      "encoding %s: %s", said, text);
+        ck_assert_msg(top ? json_is_array(out0) : json_is_object(out0),
+                      "layer 0 in %s: %s", other, text);
+        if (top)
+            ck_assert_str_eq(json_string_value(json_object_get(ro, "dtype")),
+                             "float32");
+        free(text);
+        json_decref(ans);
+    }
+    json_decref(whole);
+    server_stop(srv);
+}
+END_TEST
+
 Suite *v2_suite(void)
 {
     Suite *s = suite_create("v2");
@@ -774,6 +815,7 @@ Suite *v2_suite(void)
     tcase_add_test(tc, test_v2_layers_limits_count_the_whole);
     tcase_add_test(tc, test_v2_layers_errors_name_the_layer);
     tcase_add_test(tc, test_v2_rollout);
+    tcase_add_test(tc, test_v2_rollout_follows_the_top_level_encoding);
     tcase_add_test(tc, test_v2_refs_equal_inline);
     tcase_add_test(tc, test_v2_store_names_what_it_kept);
     tcase_add_test(tc, test_v2_layouts_equal_v1);
