@@ -393,53 +393,108 @@ int codec__build(codec__fields *f, codec_request *req, codec_error *err)
     return 0;
 }
 
-/* Adds a to the plan under name when it holds values. */
-static void codec__plan_add(codec__stored *plan, size_t *n, const char *name,
-                            const codec_array *a)
-{
-    codec__stored *t = &plan[*n];
-
-    if (a->data == NULL)
-        return;
-    t->name = name;
-    t->data = a->data;
-    t->count = a->count;
-    memcpy(t->shape, a->shape, sizeof a->shape);
-    t->rank = a->rank;
-    snprintf(t->ref, sizeof t->ref, "%s", a->ref);
-    (*n)++;
-}
-
-size_t codec__store_plan(codec__fields *f, codec__stored *plan)
+/* The float-valued tensor fields of f, as the field table lists them,
+ * then the tensors inside the score rules' objects: their names, arrays
+ * and whether they are the top level's (shared). At most CODEC__STORED. */
+static size_t codec__float_arrays(codec__fields *f, const char **name,
+                                  codec_array **a, int *shared)
 {
     size_t n = 0;
     int id;
 
-    /* the float-valued fields, as the field table lists them, then the
-     * tensors inside the score rules' objects */
-    for (id = 0; id < F_COUNT; id++)
-        if (attend_fields[id].kind == ATTEND_F32)
-            codec__plan_add(plan, &n, attend_fields[id].name,
-                            (const codec_array *)(const void *)(
-                                (const char *)f + codec__slots[id].offset));
-    codec__plan_add(plan, &n, "rope.inv_freq", &f->rope.inv_freq);
-    codec__plan_add(plan, &n, "alibi.slopes", &f->alibi.slopes);
-    codec__plan_add(plan, &n, "qk_norm.q_weight", &f->qk_norm.q_weight);
-    codec__plan_add(plan, &n, "qk_norm.k_weight", &f->qk_norm.k_weight);
+    for (id = 0; id < F_COUNT; id++) {
+        if (attend_fields[id].kind != ATTEND_F32)
+            continue;
+        name[n] = attend_fields[id].name;
+        a[n] = (codec_array *)(void *)((char *)f + codec__slots[id].offset);
+        shared[n++] = f->shared[id];
+    }
+    name[n] = "rope.inv_freq";
+    a[n] = &f->rope.inv_freq;
+    shared[n++] = f->shared[F_ROPE];
+    name[n] = "alibi.slopes";
+    a[n] = &f->alibi.slopes;
+    shared[n++] = f->shared[F_ALIBI];
+    name[n] = "qk_norm.q_weight";
+    a[n] = &f->qk_norm.q_weight;
+    shared[n++] = f->shared[F_QK_NORM];
+    name[n] = "qk_norm.k_weight";
+    a[n] = &f->qk_norm.k_weight;
+    shared[n++] = f->shared[F_QK_NORM];
     return n;
 }
 
-int codec__store_refs(codec__stored *plan, size_t n, codec_request *req,
-                      const codec_refs *refs, codec_error *err)
+codec__pending *codec__pending_new(codec__fields *f, const codec_refs *refs)
 {
+    codec__pending *p = calloc(1, sizeof *p);
+    const char *name[CODEC__STORED];
+    codec_array *a[CODEC__STORED];
+    int shared[CODEC__STORED];
+    size_t n, i;
+
+    if (p == NULL)
+        return NULL;
+    if (refs != NULL)
+        p->refs = *refs;
+    n = f != NULL ? codec__float_arrays(f, name, a, shared) : 0;
+    for (i = 0; i < n; i++) {
+        codec__stored *t = &p->plan[p->n];
+        if (a[i]->data == NULL)
+            continue;
+        t->name = name[i];
+        t->data = a[i]->data;
+        t->count = a[i]->count;
+        memcpy(t->shape, a[i]->shape, sizeof a[i]->shape);
+        t->rank = a[i]->rank;
+        snprintf(t->ref, sizeof t->ref, "%s", a[i]->ref);
+        p->n++;
+    }
+    return p;
+}
+
+void codec__pending_keep(codec__pending *p, codec__fields *f)
+{
+    const char *name[CODEC__STORED];
+    codec_array *a[CODEC__STORED];
+    int shared[CODEC__STORED];
+    size_t n = codec__float_arrays(f, name, a, shared), i;
+
+    /* kept[] has a slot for each of them */
+    for (i = 0; i < n; i++) {
+        if (a[i]->data == NULL || shared[i] || a[i]->hold != NULL)
+            continue;
+        p->kept[p->n_kept++] = a[i]->data;
+        a[i]->data = NULL;
+    }
+}
+
+void codec_pending_free(codec__pending *p)
+{
+    size_t i;
+
+    if (p == NULL)
+        return;
+    for (i = 0; i < p->n_kept; i++)
+        free(p->kept[i]);
+    free(p);
+}
+
+/* Puts the planned tensors that were not given by ref into the store and
+ * writes req->refs_json, {"name":"sha256:..",...}; a tensor the store
+ * cannot keep (or every one, with the store off) is left out. 0, or -1
+ * with err filled (out of memory). */
+static int codec__store_refs(codec__pending *p, codec_request *req,
+                             codec_error *err)
+{
+    const codec_refs *refs = p->refs.put != NULL ? &p->refs : NULL;
     text_buf json = TEXT_BUF_INIT;
     const char *sep = "";
     char *s;
 
     /* {"name":"ref",...}: the names are the request's field names */
     text_puts(&json, "{");
-    for (size_t i = 0; i < n; i++) {
-        codec__stored *t = &plan[i];
+    for (size_t i = 0; i < p->n; i++) {
+        codec__stored *t = &p->plan[i];
         if (t->ref[0] == '\0' &&
             (refs == NULL || refs->put(refs->ctx, t->data, t->count,
                                        t->shape, t->rank, t->ref) != 0))
@@ -459,4 +514,20 @@ int codec__store_refs(codec__stored *plan, size_t n, codec_request *req,
     free(req->refs_json);
     req->refs_json = s;
     return 0;
+}
+
+int codec_store_pending(codec_request *req, codec_error *err)
+{
+    size_t l;
+    int rc = 0;
+
+    for (l = 0; rc == 0 && l < req->n_layers; l++)
+        rc = codec_store_pending(req->layers[l], err);
+    /* a `layers` request keeps only the top level's values for its
+     * layers; it names no tensors itself */
+    if (rc == 0 && req->pending != NULL && req->n_layers == 0)
+        rc = codec__store_refs(req->pending, req, err);
+    codec_pending_free(req->pending);
+    req->pending = NULL;
+    return rc;
 }

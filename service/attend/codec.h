@@ -22,9 +22,10 @@ typedef struct codec_request codec_request;
  * buffer the call needs; on failure returns -1, fills err, *out is NULL and
  * nothing leaks. Limits (dimensions, heads, map elements, flops) are checked,
  * with overflow-checked products, before any large allocation.
- * codec_parse_with also resolves {"ref": ...} tensors and keeps the tensors
- * of a `store: true` request in st (NULL: no store, every ref unknown);
- * codec_parse is codec_parse_with and no store. */
+ * codec_parse_with also resolves {"ref": ...} tensors and plans to keep the
+ * tensors of a `store: true` request in st (NULL: no store, every ref
+ * unknown), which codec_run does; codec_parse is codec_parse_with and no
+ * store. */
 struct store;
 int codec_parse(const char *body, size_t len, const limits_config *lim,
                 codec_request **out, codec_error *err);
@@ -36,8 +37,10 @@ int codec_parse_with(const char *body, size_t len, const limits_config *lim,
  * layer answers the cheapest requests on the thread that read them. */
 uint64_t codec_request_cost(const codec_request *req);
 
-/* Runs the library on a parsed request and keeps the results in req.
- * exec is the server's compute pool (NULL: the calling thread).
+/* Runs the library on a parsed request and keeps the results in req;
+ * then, with `store: true`, puts its tensors into the store, so a request
+ * that fails stores nothing. exec is the server's compute pool (NULL: the
+ * calling thread).
  * *compute_seconds receives the library's wall time (may be NULL).
  * Returns 0, or -1 with err filled. */
 int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,

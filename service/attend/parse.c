@@ -281,8 +281,6 @@ static int codec__one(codec__fields *f, const limits_config *lim,
                       codec_error *err)
 {
     codec_request *req = calloc(1, sizeof *req);
-    codec__stored plan[CODEC__STORED];
-    size_t stored = 0;
     attn_params *p;
 
     *out = NULL;
@@ -308,12 +306,14 @@ static int codec__one(codec__fields *f, const limits_config *lim,
         goto fail;
     if (codec__limits(p, f, lim, err) != 0)
         goto fail;
-    if (f->store)
-        stored = codec__store_plan(f, plan);
+    if (f->store && (req->pending = codec__pending_new(f, refs)) == NULL) {
+        codec__parse_oom(err);
+        goto fail;
+    }
     if (codec__build(f, req, err) != 0 || codec__budget(req, lim, err) != 0)
         goto fail;
-    if (f->store && codec__store_refs(plan, stored, req, refs, err) != 0)
-        goto fail;
+    if (req->pending != NULL)
+        codec__pending_keep(req->pending, f);
     *out = req;
     return 0;
 fail:
@@ -470,7 +470,14 @@ int codec_parse_with(const char *body, size_t len, const limits_config *lim,
         else if ((whole->rollout = f.rollout) &&
                  codec_rollout_check(whole, err) != 0)
             codec_request_free(whole);
-        else {
+        else if (f.store &&
+                 (whole->pending = codec__pending_new(NULL, refs)) == NULL) {
+            codec__parse_oom(err);
+            codec_request_free(whole);
+        } else {
+            /* the layers' plans point at the top level's values too */
+            if (whole->pending != NULL)
+                codec__pending_keep(whole->pending, &f);
             /* rollout applies to the whole request, and so does its
              * encoding: the top level's */
             whole->base64_out = f.encoding == 1;

@@ -122,11 +122,11 @@ int codec__budget(codec_request *req, const limits_config *lim,
  * copied). 0 or -1 (out of memory). */
 int codec__build(codec__fields *f, codec_request *req, codec_error *err);
 
-/* build.c: with `store: true`, the float-valued tensor fields of f as
- * they were sent (at most CODEC__STORED of them), taken before build moves
- * them (the values stay alive in f or the request), and then put into the
- * store once the request passed its limits, their refs written to
- * req->refs_json as {"name":"sha256:..",...}. */
+/* build.c: `store: true`. The float-valued tensor fields of a request as
+ * they were sent (at most CODEC__STORED of them), planned before build
+ * moves them and put into the store only once the whole request has been
+ * computed (codec_store_pending), so that a request that fails stores
+ * nothing. */
 #define CODEC__STORED 24
 typedef struct codec__stored {
     const char *name;
@@ -135,8 +135,24 @@ typedef struct codec__stored {
     int rank;
     char ref[72]; /* given by ref, or "" until stored */
 } codec__stored;
-size_t codec__store_plan(codec__fields *f, codec__stored *plan);
-int codec__store_refs(codec__stored *plan, size_t n, codec_request *req,
-                      const codec_refs *refs, codec_error *err);
+
+struct codec__pending {
+    codec__stored plan[CODEC__STORED];
+    size_t n;
+    /* owned: the sent values that nothing else keeps until then */
+    void *kept[CODEC__STORED];
+    size_t n_kept;
+    codec_refs refs; /* a copy of the store's; put NULL: no store */
+};
+
+/* A new pending store over refs (NULL: the store is off) with the plan of
+ * f's tensors (f NULL: none); call it before build. NULL when out of
+ * memory. Free it with codec_pending_free. */
+codec__pending *codec__pending_new(codec__fields *f, const codec_refs *refs);
+
+/* After build: moves to p the values f still owns, which the plan points
+ * at (those build converted instead of moving them into the request, and a
+ * top level's, which its layers copied); shared and stored ones stay. */
+void codec__pending_keep(codec__pending *p, codec__fields *f);
 
 #endif

@@ -15,6 +15,8 @@
 
 /* -- the parsed request ---------------------------------------------------- */
 
+typedef struct codec__pending codec__pending;
+
 /* Most buffers one request owns or holds: every tensor field, its layout
  * conversions and the expanded masks and positions. */
 #define CODEC_MAX_OWNED 64
@@ -32,6 +34,7 @@ struct codec_request {
     char *tokens_json;        /* compact JSON of "tokens", or NULL */
     char *memory_tokens_json; /* compact JSON of "memory_tokens", or NULL */
     char *refs_json;          /* store: {"w_q":"sha256:..",...}, or NULL */
+    codec__pending *pending;  /* store: not stored yet (parse.h), or NULL */
     uint64_t params;   /* attn_param_count */
     uint64_t flops;    /* attn_flops */
     uint64_t cost;     /* attn_cost: the work held to --max-flops */
@@ -66,6 +69,17 @@ struct codec_request {
  * over the tensor store st; NULL when st is NULL (the store is off). */
 struct store;
 const codec_refs *codec_refs_of(struct store *st);
+
+/* build.c: puts the tensors of a `store: true` request (each layer's)
+ * into the store and writes each one's meta.refs, then frees what was
+ * kept for it. codec_run calls it once the whole request has been
+ * computed, so that a request that fails stores nothing; without
+ * `store: true` there is nothing to do. 0, or -1 with err filled (out of
+ * memory). */
+int codec_store_pending(codec_request *req, codec_error *err);
+
+/* build.c: frees a pending store without storing; accepts NULL. */
+void codec_pending_free(codec__pending *p);
 
 /* run.c: a rollout request's layers are self-attention over one n and B;
  * 0, or -1 with err filled. */

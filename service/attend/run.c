@@ -330,7 +330,8 @@ int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
     size_t l;
 
     if (req->n_layers == 0)
-        return codec__run_one(req, exec, err, compute_seconds);
+        return codec__run_one(req, exec, err, compute_seconds) != 0
+                   ? -1 : codec_store_pending(req, err);
     req->elapsed_ms = 0;
     req->params = req->flops = 0;
     for (l = 0; l < req->n_layers; l++) {
@@ -357,6 +358,9 @@ int codec_run(codec_request *req, const attn_executor *exec, codec_error *err,
         }
         total += codec__now() - t0;
     }
+    /* every layer computed: only now does `store: true` store */
+    if (codec_store_pending(req, err) != 0)
+        return -1;
     if (compute_seconds != NULL)
         *compute_seconds = total;
     return 0;
@@ -385,6 +389,7 @@ void codec_request_free(codec_request *req)
     for (i = 0; i < req->n_layers; i++)
         codec_request_free(req->layers[i]);
     free(req->layers);
+    codec_pending_free(req->pending);
     free(req->refs_json);
     free(req->tokens_json);
     free(req->memory_tokens_json);

@@ -2683,7 +2683,8 @@ START_TEST(test_codec_alloc_failure)
 END_TEST
 
 /* The v2 paths: layers inheriting defaults with rollout, out_in and packed
- * weights, every score rule, the extras. */
+ * weights, every score rule, the extras, store: true (the values kept
+ * until the request has been computed). */
 START_TEST(test_codec_alloc_failure_v2)
 {
     const char *json =
@@ -2698,7 +2699,7 @@ START_TEST(test_codec_alloc_failure_v2)
         "\"attn_bias\":[[0,0.5,0],[0,0,0],[0.25,0,0]],"
         "\"attn_mask\":[[false,false,false],[true,false,false],"
         "[false,false,false]],\"value_norms\":true,\"return_qk\":true,"
-        "\"tokens\":[\"a\",\"b\",\"c\"],\"rollout\":true,"
+        "\"tokens\":[\"a\",\"b\",\"c\"],\"rollout\":true,\"store\":true,"
         "\"layers\":[{},{\"mask\":\"causal\",\"x\":[[1,0,0],[0,1,0],"
         "[0,0,1]]}]}";
     alloc_failure_run(strdup(json), 30);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "attend/fields.h"
+#include "store/store.h"
 #include "test_service.h"
 
 /* Deterministic values in (-1, 1). */
@@ -763,6 +764,114 @@ START_TEST(test_v2_layers_errors_name_the_layer)
 }
 END_TEST
 
+/* The store's entries now. */
+static size_t tv_stored(server *srv)
+{
+    store_stats st;
+    store_get_stats(server_store(srv), &st);
+    return st.entries;
+}
+
+/* store: true stores nothing unless the whole request succeeds: not when
+ * a later layer is refused, the rollout is, a later layer names a ref the
+ * store lacks, or a layer's computation fails; then each layer's
+ * meta.refs names its own tensors. */
+START_TEST(test_v2_layers_store_only_on_success)
+{
+    config cfg;
+    ts_config(&cfg);
+    server *srv = ts_start(&cfg);
+    uint16_t port = server_port(srv);
+    uint64_t seed = 41;
+    json_t *whole = json_object(), *arr = json_array();
+    json_object_set_new(whole, "store", json_true());
+    json_object_set_new(whole, "num_heads", json_integer(2));
+    json_object_set_new(whole, "layers", arr);
+    json_array_append_new(arr, tv_layer(4, 6, 2, 3, 40));
+    json_array_append_new(arr, tv_layer(4, 6, 2, 3, 41));
+
+    json_object_set_new(json_array_get(arr, 1), "w_q",
+                        tv_matrix(6, 5, &seed));
+    tv_expect_error(port, whole, 422, "invalid_request", "/layers/1/w_q/0",
+                    "");
+    ck_assert_uint_eq(tv_stored(srv), 0);
+
+    json_object_set_new(json_array_get(arr, 1), "w_q",
+                        json_pack("{s:s}", "ref",
+                                  "sha256:000000000000000000000000000000000"
+                                  "0000000000000000000000000000000"));
+    tv_expect_error(port, whole, 422, "unknown_ref", "/layers/1/w_q",
+                    "/layers/1/w_q");
+    ck_assert_uint_eq(tv_stored(srv), 0);
+
+    json_object_set_new(json_array_get(arr, 1), "w_q",
+                        tv_matrix(6, 6, &seed));
+    json_object_set_new(json_array_get(arr, 1), "memory",
+                        tv_matrix(3, 6, &seed));
+    json_object_set_new(whole, "rollout", json_true());
+    tv_expect_error(port, whole, 422, "invalid_request", "/rollout",
+                    "/rollout: needs self-attention");
+    ck_assert_uint_eq(tv_stored(srv), 0);
+    json_object_del(whole, "rollout");
+    json_object_del(json_array_get(arr, 1), "memory");
+
+    /* finite weights whose output overflows float32: refused once
+     * computed */
+    for (int k = 0; k < 2; k++) {
+        json_t *big = json_array();
+        for (int r = 0; r < 6; r++)
+            json_array_append_new(big, json_pack("[f,f,f,f,f,f]", 1e30, 1e30,
+                                                 1e30, 1e30, 1e30, 1e30));
+        json_object_set_new(json_array_get(arr, 1), k ? "w_o" : "w_v", big);
+    }
+    tv_expect_error(port, whole, 422, "invalid_request", "/layers/1",
+                    "the computation failed");
+    ck_assert_uint_eq(tv_stored(srv), 0);
+    json_object_set_new(json_array_get(arr, 1), "w_v",
+                        tv_matrix(6, 6, &seed));
+    json_object_set_new(json_array_get(arr, 1), "w_o",
+                        tv_matrix(6, 6, &seed));
+
+    /* kept until stored: a top-level default the layers copied, and
+     * weights build converted to the library's layout */
+    json_object_set_new(whole, "b_o", json_pack("[f,f,f,f,f,f]", 0.5, -0.5,
+                                                0.25, 0.0, 1.0, 2.0));
+    json_object_set_new(json_array_get(arr, 1), "weight_layout",
+                        json_string("out_in"));
+    char *text = tv_answer(port, whole);
+    json_t *ans = json_loads(text, 0, NULL);
+    for (size_t l = 0; l < 2; l++) {
+        json_t *refs = json_object_get(
+            json_object_get(json_array_get(json_object_get(ans, "layers"), l),
+                            "meta"), "refs");
+        ck_assert_uint_eq(json_object_size(refs), 6); /* x, w_q..w_o, b_o */
+        /* each names the values as they were sent */
+        const char *names[] = {"w_q", "b_o"};
+        for (int k = 0; k < 2; k++) {
+            const json_t *sent = json_object_get(k ? whole
+                                                   : json_array_get(arr, l),
+                                                 names[k]);
+            char *body = tv_dump(sent);
+            ts_response r;
+            tv_post(port, "/tensors", body, &r);
+            ck_assert_msg(r.status == 200, "%ld: %s", r.status, r.body);
+            json_t *up = json_loads(r.body, 0, NULL);
+            ck_assert_str_eq(json_string_value(json_object_get(up, "ref")),
+                             json_string_value(json_object_get(refs,
+                                                               names[k])));
+            json_decref(up);
+            ts_response_free(&r);
+            free(body);
+        }
+    }
+    ck_assert_uint_eq(tv_stored(srv), 11);
+    free(text);
+    json_decref(ans);
+    json_decref(whole);
+    server_stop(srv);
+}
+END_TEST
+
 /* rollout applies to the whole request, and is encoded as the top level
  * says, whatever the first layer's encoding. */
 START_TEST(test_v2_rollout_follows_the_top_level_encoding)
@@ -814,6 +923,7 @@ Suite *v2_suite(void)
     tcase_add_test(tc, test_v2_layers_equal_alone);
     tcase_add_test(tc, test_v2_layers_limits_count_the_whole);
     tcase_add_test(tc, test_v2_layers_errors_name_the_layer);
+    tcase_add_test(tc, test_v2_layers_store_only_on_success);
     tcase_add_test(tc, test_v2_rollout);
     tcase_add_test(tc, test_v2_rollout_follows_the_top_level_encoding);
     tcase_add_test(tc, test_v2_refs_equal_inline);
