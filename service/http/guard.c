@@ -602,7 +602,10 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
     if (n && gc->reject.status) {
         /* What came before the error is handed on now; a shut-down read
          * side makes libmicrohttpd read again, and the error is answered
-         * then. */
+         * then. The sweep then sees the end of the stream, which is ours,
+         * not the client's: the request before it must not be cancelled
+         * for it. */
+        atomic_store(&gc->rd_shut, true);
         shutdown(fd, SHUT_RD);
         return (ssize_t)n;
     }

@@ -63,6 +63,8 @@ struct guard_conn {
     atomic_bool in_body; /* the framing is inside a body */
     atomic_bool responded;
     atomic_bool dead; /* shut down by this layer: reads see the end */
+    atomic_bool rd_shut; /* this layer shut the read side (a refused head
+                            behind a request): no sign its client left */
     _Atomic int64_t linger_until; /* an answer sent: input drained until */
     atomic_int cut;   /* METRICS_CLOSED_* + 1 */
     _Atomic uint64_t seq, rx, tx;

@@ -203,9 +203,11 @@ static size_t guard__sweep(guard *g, metrics_close *closed, char (*peers)[INET6_
                 why = METRICS_CLOSED_SLOW_READ;
             }
         } else if (app == GUARD__APP_WORK && c->cancel &&
-                   !atomic_load(c->cancel)) {
+                   !atomic_load(c->cancel) && !atomic_load(&c->rd_shut)) {
             /* A client gone while its request computes: the end of its
-             * stream (or an error) is readable. */
+             * stream (or an error) is readable, unless this layer shut
+             * the read side itself (guard.c, a refused head behind the
+             * request). */
             struct pollfd pfd = {.fd = c->fd, .events = POLLRDHUP};
             if (poll(&pfd, 1, 0) == 1 &&
                 (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
