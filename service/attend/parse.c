@@ -230,7 +230,8 @@ static void codec__prepend(char *buf, size_t cap, const char *prefix)
 }
 
 /* An error found after a layer's fields were merged says which layer it
- * is in. One in a field the layer gave, or in one that neither it nor the
+ * is in. One without a field (a limit, 413) starts "/layers/2: ". One in
+ * a field the layer gave, or in one that neither it nor the
  * top level gave (a missing field), points into the layer:
  * "/layers/2/w_q/0", its message saying "/layers/2/w_q: ..." alike. One in
  * a field it inherited keeps the top-level pointer, "/w_q", where the
@@ -244,6 +245,13 @@ static void codec__relocate(codec_error *err, const codec__fields *layer,
     size_t n = 0;
     int id, starts;
 
+    if (f[0] == '\0') {
+        /* no field (a limit of the layer, 413): the message says which
+         * layer */
+        snprintf(lead, sizeof lead, "%s: ", prefix);
+        codec__prepend(err->message, sizeof err->message, lead);
+        return;
+    }
     if (f[0] != '/' || strncmp(f, prefix, strlen(prefix)) == 0)
         return;
     for (f++; *f && *f != '/' && n + 1 < sizeof name; f++)

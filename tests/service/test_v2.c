@@ -759,6 +759,13 @@ START_TEST(test_v2_layers_errors_name_the_layer)
     json_object_del(whole, "w_k");
     tv_expect_error(port, whole, 422, "invalid_request", "/layers/1/w_k",
                     "/layers/1/w_k: missing required field");
+
+    /* a limit of one layer (413, no field): the message names the layer */
+    json_object_set(whole, "w_k",
+                    json_object_get(json_array_get(arr, 0), "w_k"));
+    json_array_set_new(arr, 0, json_object());
+    json_array_set_new(arr, 1, json_pack("{s:i}", "num_heads", 100000));
+    tv_expect_error(port, whole, 413, "too_large", NULL, "/layers/1: ");
     json_decref(whole);
     server_stop(srv);
 }
