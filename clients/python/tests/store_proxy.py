@@ -5,7 +5,8 @@ behind it implements: POST /tensors keeps raw float32 uploads by their
 sha256; POST /attend replaces every {"ref": ...} of the body by the tensor
 object it names (422 unknown_ref with the field's pointer when it holds no
 such tensor) and forwards the request to attnd; anything else is forwarded
-as it is. forget() empties the store (a restart); store=False answers 404
+as it is. forget() empties the store (a restart); keep = False answers
+uploads without keeping them (a store that forgets at once); store=False answers 404
 to /tensors (a store turned off); keep_only drops every other top-level
 field of /attend bodies, as a server that ignores fields it does not know
 (v1) would.
@@ -27,6 +28,7 @@ class StoreProxy:
         self.store = store
         self.keep_only = keep_only  # field names kept; others dropped
         self.tensors = {}   # hex -> (bytes, shape)
+        self.keep = True    # False: uploads are answered, not kept
         self.hits = 0
         self.misses = 0
         self.uploads = 0
@@ -78,11 +80,12 @@ class StoreProxy:
                 shape = [int(v) for v in q["shape"][0].split(",")]
                 hx = hashlib.sha256(body).hexdigest()
                 known = hx in proxy.tensors
-                if not known:
+                if not known and proxy.keep:
                     proxy.tensors[hx] = (body, shape)
                 proxy.uploads += 1
                 self._send(200 if known else 201, json.dumps({
-                    "ref": "sha256:" + hx, "shape": proxy.tensors[hx][1],
+                    "ref": "sha256:" + hx,
+                    "shape": proxy.tensors[hx][1] if known else shape,
                     "bytes": len(body)}).encode())
 
             def _forward(self, method, body):

@@ -48,7 +48,7 @@ def test_second_call_sends_weights_by_ref(server, rng):
     assert r1.output.shape == r2.output.shape
 
 
-def test_unknown_ref_after_restart_goes_inline(own_server, rng):
+def test_unknown_ref_after_restart_uploads_again(own_server, rng):
     c = attnd.Client(own_server.url)
     f = _request(rng)
     want = attend_ref(num_heads=H, **f)
@@ -56,10 +56,14 @@ def test_unknown_ref_after_restart_goes_inline(own_server, rng):
     assert c.stats["uploads"] == 5, c.stats
     own_server.restart()  # the store is empty now
     close(c.attend(num_heads=H, **f).output, want["output"])
-    assert c.stats["inline_retries"] == 1
-    c.attend(num_heads=H, **f)   # uploaded again, by ref again
-    assert c.stats["uploads"] == 10
-    assert c.stats["inline_retries"] == 1
+    # uploaded again and sent by ref again, once
+    assert c.stats["uploads"] == 10 and c.stats["ref_retries"] == 1
+    assert c.stats["inline_retries"] == 0
+    sent = c.bytes_sent
+    close(c.attend(num_heads=H, **f).output, want["output"])
+    assert c.stats["uploads"] == 10 and c.stats["ref_retries"] == 1
+    assert c.bytes_sent - sent < len(json.dumps(
+        c.request_json(num_heads=H, **f))) / 4
 
 
 def test_explicit_upload(server, rng):
@@ -93,17 +97,31 @@ def test_proxy_refs_on_later_calls(proxy, rng):
     assert c.bytes_sent - before < inline / 4
 
 
-def test_proxy_unknown_ref_retries_inline_once(proxy, rng):
+def test_proxy_unknown_ref_uploads_again_once(proxy, rng):
     c = attnd.Client(proxy.url)
     f = _request(rng)
     want = attend_ref(num_heads=H, **f)["output"]
     c.attend(num_heads=H, **f)
     proxy.forget()
     close(c.attend(num_heads=H, **f).output, want)
-    assert c.stats["inline_retries"] == 1 and proxy.misses == 1
-    assert b'"ref"' not in proxy.attend_bodies[-1]
+    assert proxy.misses == 1 and proxy.uploads == 10
+    assert c.stats["ref_retries"] == 1 and c.stats["inline_retries"] == 0
+    assert b'"ref"' in proxy.attend_bodies[-1]
     close(c.attend(num_heads=H, **f).output, want)
-    assert proxy.uploads == 10 and c.stats["inline_retries"] == 1
+    assert proxy.uploads == 10 and proxy.misses == 1
+
+
+def test_proxy_store_that_keeps_nothing_goes_inline(proxy, rng):
+    # every upload answered, none kept (another replica, a store too
+    # small): the retry by ref fails too, and the request goes inline
+    c = attnd.Client(proxy.url)
+    f = _request(rng)
+    want = attend_ref(num_heads=H, **f)["output"]
+    proxy.keep = False
+    close(c.attend(num_heads=H, **f).output, want)
+    assert proxy.misses == 2 and c.stats["ref_retries"] == 1
+    assert c.stats["inline_retries"] == 1
+    assert b'"ref"' not in proxy.attend_bodies[-1]
 
 
 def test_proxy_gives_up_refs_after_repeated_losses(proxy, rng):

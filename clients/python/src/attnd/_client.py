@@ -138,9 +138,10 @@ class Client:
     default) or always inline (False).
 
     ``bytes_sent`` counts the request bodies sent (uploads included);
-    ``stats`` counts uploads, refs sent, and ``inline_retries`` (requests
-    sent again inline after ``unknown_ref``). A Client may be shared by
-    threads.
+    ``stats`` counts uploads, refs sent, ``ref_retries`` (requests sent
+    again by ref, the weights uploaded again, after ``unknown_ref``) and
+    ``inline_retries`` (sent again inline, when that failed too or refs
+    are given up). A Client may be shared by threads.
     """
 
     def __init__(self, url: str = "http://localhost:8080",
@@ -150,6 +151,7 @@ class Client:
         self.use_refs = refs
         self.bytes_sent = 0
         self.stats: Dict[str, int] = {"uploads": 0, "refs_sent": 0,
+                                      "ref_retries": 0,
                                       "inline_retries": 0}
         self._lock = threading.Lock()
         self._stored: Set[str] = set()   # refs the server is believed to hold
@@ -203,8 +205,8 @@ class Client:
     def request_json(self, layers: Optional[Sequence[Mapping[str, Any]]]
                      = None, **fields: Any) -> Dict[str, Any]:
         """The request body these arguments make, every tensor inline (no
-        refs): a self-contained JSON document, e.g. for the dashboard's
-        "paste a request" box."""
+        refs), as a dict: ``json.dumps`` of it is a self-contained request,
+        e.g. a file for the dashboard's "load a request"."""
         fields.setdefault("encoding", "base64")
         body = self._encode(fields, "", False)
         if layers is not None:
@@ -277,23 +279,47 @@ class Client:
         except Error as e:
             if e.code != "unknown_ref":
                 raise
-            # The store lost a tensor: forget what we believed it holds and
-            # send the very same request inline; the answer is the same.
-            with self._lock:
-                self._stored.clear()
-                self._seen.clear()
-                self.stats["inline_retries"] += 1
-                self._ref_failures += 1
-                if self._ref_failures >= MAX_REF_FAILURES:
-                    self._store_ok = False
-            body = self._body(top, layers, False)
-            doc = self._request_json("POST", "/attend", body,
-                                     "application/json")
+            # The store lost a tensor (a restart, an eviction): upload the
+            # weights again and send by ref, as on a first call, so that
+            # the next call finds them too; if the store loses them again
+            # at once (replicas that do not share one, a store too small),
+            # the very same request inline. The answer is the same.
+            self._refs_lost()
+            doc = None
+            if self.use_refs and self._store_ok:
+                with self._lock:
+                    self.stats["ref_retries"] += 1
+                body = self._body(top, layers, True)
+                try:
+                    doc = self._request_json("POST", "/attend", body,
+                                             "application/json")
+                except Error as e2:
+                    if e2.code != "unknown_ref":
+                        raise
+                    self._refs_lost()
+            if doc is None:
+                with self._lock:
+                    self.stats["inline_retries"] += 1
+                body = self._body(top, layers, False)
+                doc = self._request_json("POST", "/attend", body,
+                                         "application/json")
         else:
+            # refs that held from an earlier call: the store keeps them
             if use_refs and b'"ref"' in body:
                 with self._lock:
                     self._ref_failures = 0
         return Result.from_json(doc)
+
+    def _refs_lost(self) -> None:
+        """After unknown_ref: forgets what the store was believed to hold;
+        after MAX_REF_FAILURES losses with no call in between whose refs
+        held, stops using refs."""
+        with self._lock:
+            self._stored.clear()
+            self._seen.clear()
+            self._ref_failures += 1
+            if self._ref_failures >= MAX_REF_FAILURES:
+                self._store_ok = False
 
     def _check_strict(self, newer: List[str]) -> None:
         """Raises Error(0, "unsupported_field") when the server ignores
