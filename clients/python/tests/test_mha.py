@@ -187,6 +187,19 @@ def test_nan_in_a_float_mask_raises(client):
         client.mha(mod, q, q, q, attn_mask=attn)
 
 
+@pytest.mark.parametrize("hide_one", [False, True])
+def test_key_padding_mask_of_another_shape_raises(client, hide_one):
+    # all false or not, as PyTorch refuses it: one key short of m
+    mod = _module("self", True, True, 1)
+    q = torch.randn(2, N, E)
+    kpm = torch.zeros(2, N - 1, dtype=torch.bool)
+    kpm[0, 0] = hide_one
+    before = client.bytes_sent
+    with pytest.raises(ValueError, match="key_padding_mask has shape"):
+        client.mha(mod, q, q, q, key_padding_mask=kpm)
+    assert client.bytes_sent == before
+
+
 @pytest.mark.parametrize("combo", COMBOS, ids=[_id(c) for c in COMBOS])
 def test_mha_request_through_reference(combo):
     """The translation alone, without a server: mha_request's fields given

@@ -159,6 +159,13 @@ def mha_request(module: Any, query: Any, key: Any, value: Any,
     if key_padding_mask is not None:
         hidden_kpm, bias_kpm = _mask_array(key_padding_mask,
                                            "key_padding_mask")
+        # checked here, as PyTorch does, since an all-false mask is not
+        # sent and the server could not refuse its shape
+        want = (B, m) if batched else (m,)
+        if hidden_kpm.shape != want:
+            raise ValueError("key_padding_mask has shape %s; expected %s "
+                             "(batch, source length)"
+                             % (tuple(hidden_kpm.shape), want))
         if hidden_kpm.any():
             req["key_padding_mask"] = hidden_kpm
 
