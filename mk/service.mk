@@ -26,6 +26,8 @@ SERVICE_PKGS := libmicrohttpd
 SERVICE_PKG_CFLAGS = $(shell pkg-config --cflags $(SERVICE_PKGS))
 SERVICE_PKG_LIBS = $(shell pkg-config --libs $(SERVICE_PKGS))
 $(foreach d,$(SERVICE_DIRS),$(eval CFLAGS_$(d) += $$(SERVICE_PKG_CFLAGS)))
+# the rollout's products (attend/run.c) call OpenBLAS's cblas_dgemm
+CFLAGS_service/attend += $(BLAS_CFLAGS)
 CFLAGS_tests/service += $(SERVICE_PKG_CFLAGS) \
                         $(shell pkg-config --cflags check libcurl jansson)
 

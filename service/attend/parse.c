@@ -375,6 +375,25 @@ static int codec__layers(codec__fields *top, const limits_config *lim,
             goto fail;
         layers[count++] = one;
         work += one->cost;
+        if (top->rollout) {
+            /* the rollout's share: each layer's map again when it returns
+             * none (computed once more for the rollout), and the product
+             * with the rollout so far, 2 B n^3, from the second layer */
+            const attn_dims *d = &one->p.dims;
+            uint64_t share = 0;
+            if (one->p.weights == ATTN_WEIGHTS_NONE || one->top_k)
+                share = one->cost;
+            if (count > 1) {
+                uint64_t prod;
+                if (__builtin_mul_overflow((uint64_t)2 * d->B, d->n, &prod) ||
+                    __builtin_mul_overflow(prod, (uint64_t)d->n, &prod) ||
+                    __builtin_mul_overflow(prod, (uint64_t)d->n, &prod) ||
+                    __builtin_add_overflow(share, prod, &share))
+                    share = UINT64_MAX;
+            }
+            if (__builtin_add_overflow(work, share, &work))
+                work = UINT64_MAX;
+        }
         {
             /* The answer's attention maps, each layer's counted as check.c
              * counts a request's, and the rollout's [B][n][n] once; each
@@ -405,8 +424,9 @@ static int codec__layers(codec__fields *top, const limits_config *lim,
         }
         if (work > lim->max_flops) {
             codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "the layers need %llu units of work together; "
+                            "the layers%s need %llu units of work together; "
                             "the limit --max-flops (ATTND_MAX_FLOPS) is %llu",
+                            top->rollout ? " and the rollout" : "",
                             (unsigned long long)work,
                             (unsigned long long)lim->max_flops);
             goto fail;

@@ -5,6 +5,7 @@
  * requests. */
 #include "attend/request.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,13 +304,11 @@ static int codec__rollout(codec_request *req)
                 memcpy(rb, al, nn * sizeof(double));
                 continue;
             }
-            for (r = 0; r < n; r++)
-                for (c = 0; c < n; c++) {
-                    double s = 0;
-                    for (k = 0; k < n; k++)
-                        s += al[r * n + k] * rb[k * n + c];
-                    tmp[r * n + c] = s;
-                }
+            /* R_l = Â_l R_(l-1): an n^3 product, which the work limit
+             * counts (parse.c), on the BLAS */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n,
+                        (int)n, (int)n, 1.0, al, (int)n, rb, (int)n, 0.0,
+                        tmp, (int)n);
             memcpy(rb, tmp, nn * sizeof(double));
         }
     }

@@ -682,6 +682,44 @@ static void tv_expect_error(uint16_t port, const json_t *req, long status,
     free(body);
 }
 
+/* The rollout's products (2 B n^3 a layer after the first) count against
+ * --max-flops with the layers' own work: a few cheap layers over many
+ * tokens cannot hold a core for minutes. */
+START_TEST(test_v2_rollout_work_is_limited)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.limits.max_flops = 1000000;
+    server *srv = ts_start(&cfg);
+    uint16_t port = server_port(srv);
+    size_t n = 64, i;
+    json_t *whole = json_object(), *arr = json_array(), *x = json_array();
+    for (i = 0; i < n; i++)
+        json_array_append_new(x, json_pack("[f]", 0.01 * (double)i));
+    json_object_set_new(whole, "x", x);
+    json_object_set_new(whole, "w_q", json_pack("[[f]]", 1.0));
+    json_object_set_new(whole, "w_k", json_pack("[[f]]", 1.0));
+    json_object_set_new(whole, "w_v", json_pack("[[f]]", 1.0));
+    /* each layer's own work is small: one key a query */
+    json_object_set_new(whole, "window", json_pack("{s:i}", "left", 0));
+    json_object_set_new(whole, "return_weights", json_string("none"));
+    json_object_set_new(whole, "rollout", json_true());
+    json_object_set_new(whole, "layers", arr);
+    /* two layers: one product of 2 * 64^3 = 524288 units, served */
+    json_array_append_new(arr, json_object());
+    json_array_append_new(arr, json_object());
+    char *ok = tv_answer(port, whole);
+    ck_assert_ptr_nonnull(strstr(ok, "\"rollout\""));
+    free(ok);
+    /* three: two products, over the limit */
+    json_array_append_new(arr, json_object());
+    tv_expect_error(port, whole, 413, "too_large", NULL,
+                    "the layers and the rollout need ");
+    json_decref(whole);
+    server_stop(srv);
+}
+END_TEST
+
 /* --max-map-elems counts a `layers` request as it counts one request: the
  * attention maps, here summed over the layers with the rollout's [n][n];
  * a layer's output is bounded on its own, as a request's is. */
@@ -932,6 +970,7 @@ Suite *v2_suite(void)
     tcase_add_test(tc, test_v2_layers_errors_name_the_layer);
     tcase_add_test(tc, test_v2_layers_store_only_on_success);
     tcase_add_test(tc, test_v2_rollout);
+    tcase_add_test(tc, test_v2_rollout_work_is_limited);
     tcase_add_test(tc, test_v2_rollout_follows_the_top_level_encoding);
     tcase_add_test(tc, test_v2_refs_equal_inline);
     tcase_add_test(tc, test_v2_store_names_what_it_kept);
