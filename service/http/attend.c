@@ -324,7 +324,11 @@ static void *http__compute(void *arg)
         r->failed = true;
         memset(&r->err, 0, sizeof r->err);
         codec_error_set(&r->err, ERRORS_UNAVAILABLE, NULL,
-                        "the computation was cancelled");
+                        "the computation was cancelled: the server is "
+                        "shutting down, or the client closed its side of "
+                        "the connection before the answer (a half-close "
+                        "counts as leaving: keep it open until the answer "
+                        "has come)");
     } else if (!r->failed) {
         http__writer_of(r, req);
         req = NULL;
