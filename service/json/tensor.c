@@ -94,7 +94,9 @@ static int codec__leaf(codec__nest *s, int level)
             if (!(d >= 0 && d <= 9007199254740992.0) || d != floor(d)) {
                 codec__path(s, level + 1, path, sizeof path);
                 codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
-                                "%s: expected an integer >= 0, found %.17g",
+                                "%s: expected an integer from 0 to 2^53 "
+                                "(9007199254740992, the largest a JSON "
+                                "reader keeps exact), found %.17g",
                                 path, d);
                 return -1;
             }
