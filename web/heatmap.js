@@ -73,13 +73,19 @@ function short_label(s) {
   return t.length > LABEL_MAX_CHARS ? t.slice(0, LABEL_MAX_CHARS - 1) + '\u2026' : t;
 }
 
-// A tick step of 1, 2 or 5 times a power of ten giving at most ~8 ticks.
-function tick_step(count) {
-  const raw = Math.max(1, count / 8);
+// A tick step of 1, 2 or 5 times a power of ten giving at most ~8 ticks,
+// and ticks at least `room` CSS pixels apart on an axis of cells `cell`
+// pixels long, so neighbouring labels never touch ("8" and "10" would
+// otherwise read "810" on a narrow map).
+function tick_step(count, cell, room) {
+  const raw = Math.max(1, count / 8, room / cell);
   const p = Math.pow(10, Math.floor(Math.log10(raw)));
   for (const s of [1, 2, 5, 10]) if (s * p >= raw) return s * p;
   return 10 * p;
 }
+
+// Gap in CSS pixels kept between two tick labels.
+const TICK_GAP = 4;
 
 let hatch_tile = null;
 function hatch_pattern(ctx) {
@@ -194,16 +200,34 @@ export function draw_heatmap(canvas, map, box) {
       ctx.fillText(short_label(map.cols[j]), 0, (j + 0.5) * cw);
     ctx.restore();
   } else if (!box.thumb) {
+    // Row ticks stack by the font's height, column ticks side by side by
+    // the widest index's width; both are published (start and end of
+    // each label along its axis) for tests.
     ctx.textBaseline = 'middle';
     ctx.textAlign = 'right';
-    const sn = tick_step(n);
-    for (let i = 0; i < n; i += sn)
-      ctx.fillText(String(i), l_css - 4, t_css + (i + 0.5) * ch);
+    const sn = tick_step(n, ch, font_px + TICK_GAP);
+    const row_ticks = [];
+    for (let i = 0; i < n; i += sn) {
+      const y = t_css + (i + 0.5) * ch;
+      ctx.fillText(String(i), l_css - 4, y);
+      row_ticks.push([i, y - font_px / 2, y + font_px / 2]);
+    }
     ctx.textAlign = 'center';
     ctx.textBaseline = 'bottom';
-    const sm = tick_step(m);
-    for (let j = 0; j < m; j += sm)
-      ctx.fillText(String(j), l_css + (j + 0.5) * cw, t_css - 4);
+    const sm = tick_step(m, cw, ctx.measureText(String(m - 1)).width + TICK_GAP);
+    const col_ticks = [];
+    for (let j = 0; j < m; j += sm) {
+      const x = l_css + (j + 0.5) * cw;
+      const half = ctx.measureText(String(j)).width / 2;
+      ctx.fillText(String(j), x, t_css - 4);
+      col_ticks.push([j, x - half, x + half]);
+    }
+    canvas.dataset.rowTicks = JSON.stringify(row_ticks.map((t) => t.map((v) => Number(v.toFixed(1)))));
+    canvas.dataset.colTicks = JSON.stringify(col_ticks.map((t) => t.map((v) => Number(v.toFixed(1)))));
+  }
+  if (labelled || box.thumb) {
+    delete canvas.dataset.rowTicks;
+    delete canvas.dataset.colTicks;
   }
   ctx.setTransform(1, 0, 0, 1, 0, 0);
   if (!box.thumb) {

@@ -298,7 +298,8 @@ export function open_zoom(title, values, hidden, head, file) {
   // has to live inside it while it is open.
   dlg.append($('tooltip'));
   if (!dlg.open) dlg.showModal();
-  const width = Math.max(300, Math.min(window.innerWidth - 120, 1100));
+  // The dialog is at most 95vw wide, less its padding and border.
+  const width = Math.max(200, Math.min(window.innerWidth * 0.95 - 40, 1100));
   draw_heatmap(canvas, map_data(values, hidden),
     { width, height: Math.max(300, window.innerHeight - 190), max_cell: 48 });
   attach_hover(canvas, (i, j) => describe(head, i, j), () => {});

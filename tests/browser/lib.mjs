@@ -73,14 +73,15 @@ export async function start_server(bin, extra_args = []) {
 }
 
 // A persistent chromium context (so downloads work) with the given
-// device scale factor; returns { context, user_dir }.
-export async function launch(scale = 1) {
+// device scale factor and viewport (CSS pixels); returns
+// { context, user_dir }.
+export async function launch(scale = 1, viewport = { width: 1400, height: 1000 }) {
   const user_dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnd-chromium-'));
   const context = await chromium.launchPersistentContext(user_dir, {
     executablePath: CHROMIUM,
     headless: true,
     args: CHROMIUM_ARGS,
-    viewport: { width: 1400, height: 1000 },
+    viewport,
     deviceScaleFactor: scale,
     acceptDownloads: true,
   });
@@ -243,4 +244,21 @@ export async function hover_column(page, selector, j) {
   await page.mouse.move(box.x + (Number(d.plotLeft) + (j + 0.5) * Number(d.cell)) * s,
     box.y + (Number(d.plotTop) - 8) * s);
   return (await page.textContent('#tooltip')) ?? '';
+}
+
+// The pairs of neighbouring tick labels of a map that overlap or sit
+// closer than gap CSS pixels (data-row-ticks, data-col-ticks: [index,
+// start, end] along each axis); [] when they are apart, null when the map
+// publishes no ticks (it draws token labels instead).
+export function tick_collisions(page, selector, gap = 2) {
+  return page.locator(selector).evaluate((el, g) => {
+    if (!el.dataset.colTicks || !el.dataset.rowTicks) return null;
+    const out = [];
+    for (const axis of ['rowTicks', 'colTicks']) {
+      const t = JSON.parse(el.dataset[axis]);
+      for (let k = 1; k < t.length; k++)
+        if (t[k][1] - t[k - 1][2] < g) out.push(`${axis} ${t[k - 1][0]} and ${t[k][0]}`);
+    }
+    return out;
+  }, gap);
 }

@@ -2,7 +2,8 @@
 // for testing the dashboard's drawing independently of the service. It
 // covers what the dashboard's generator and the view tests send: 2-D x,
 // in_out 2-D weights, heads and KV heads, mask, key_padding_mask, window,
-// softcap, scale, layers and rollout, return_qk, value_norms, base64
+// softcap, scale, layers and rollout, return_qk, value_norms, a few
+// analysis figures per head, base64
 // encoding, and a tensor store with refs (real SHA-256 refs) that can be
 // told to forget. It is not a second implementation of the service: no
 // batches, memory, RoPE or ALiBi.
@@ -110,7 +111,23 @@ function one_element(f) {
     out.k = ks;
   }
   if (f.value_norms) out.value_norms = vn;
+  if (f.analysis) out.analysis = { heads: att.map(figures) };
   return out;
+}
+
+// A head's figures as the analysis names them (a subset: entropy,
+// normalised entropy, confidence and a pattern from the two).
+function figures(A) {
+  let ent = 0;
+  let conf = 0;
+  for (const row of A) {
+    ent -= row.reduce((s, w) => s + (w > 0 ? w * Math.log(w) : 0), 0);
+    conf += Math.max(...row);
+  }
+  ent /= A.length;
+  conf /= A.length;
+  const norm = A[0].length > 1 ? ent / Math.log(A[0].length) : 0;
+  return { pattern: norm >= 0.75 ? 'broad' : 'focused', entropy: ent, entropy_normalized: norm, confidence: conf };
 }
 
 function rollout(layers) {

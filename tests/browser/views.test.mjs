@@ -6,12 +6,13 @@
 // base64 layers, the neuron view against q and k, the norm-based toggle,
 // a window's masked keys drawn grey, tensor-store refs on the second run
 // and the inline retry on unknown_ref, a 300-token map (pixels pool
-// cells), device scale factor 2 on every kind of canvas, no console
-// errors, no request to another origin.
+// cells), device scale factor 2 on every kind of canvas, a phone's
+// width (no sideways scroll, maps above their figures, tick labels
+// apart), no console errors, no request to another origin.
 // Environment: ATTND_BIN (required) the server binary.
 
 import { checker, start_server, launch, close, watch, tooltip_weight, tooltip_number, hover_cell,
-  plot_variety, run_page, cell_rgb, is_masked_grey, set_form } from './lib.mjs';
+  plot_variety, run_page, cell_rgb, is_masked_grey, set_form, tick_collisions } from './lib.mjs';
 import { make_stub, route_stub, ref_of } from './stub.mjs';
 
 const c = checker();
@@ -216,6 +217,69 @@ async function store_checks(page, stub) {
   await page.fill('#sentence', 'The animal didn\'t cross the street because it was tired');
 }
 
+// A phone's width (375 CSS pixels): nothing scrolls sideways, each head's
+// map sits above its figures at the card's width, tick labels keep apart.
+async function narrow_checks(base) {
+  const ctx = await launch(1, { width: 375, height: 740 });
+  try {
+    const page = ctx.context.pages()[0] ?? await ctx.context.newPage();
+    const w = watch(page, new URL(base).origin);
+    await route_stub(page, make_stub());
+    await page.goto(`${base}/`);
+    const sideways = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    await run_page(page, true);
+    check(await sideways() <= 0, '375 px: the page does not scroll sideways', `${await sideways()} px too wide`);
+    const card = await page.locator('#head-maps .head-card').first().evaluate((el) => {
+      const c = el.querySelector('canvas').getBoundingClientRect();
+      const d = el.querySelector('dl').getBoundingClientRect();
+      const inner = el.clientWidth - 2 * parseFloat(getComputedStyle(el).paddingLeft);
+      return { canvas_bottom: c.bottom, dl_top: d.top, canvas_w: c.width, inner };
+    });
+    check(card.canvas_bottom <= card.dl_top && card.canvas_w >= 0.85 * card.inner,
+      `375 px: a head's map is above its figures at the card's width (${card.canvas_w.toFixed(0)} of ${card.inner.toFixed(0)} px)`,
+      JSON.stringify(card));
+    check(await page.getAttribute(HEAD(0), 'data-labelled') === 'true', '375 px: 10 tokens keep their labels');
+    const edges = await page.evaluate(() => ['mean-section', 'lines-wrap', 'head-maps'].map(
+      (id) => document.getElementById(id).getBoundingClientRect().right));
+    check(edges.every((r) => r <= 375 - 8), '375 px: the mean map, the token view and the heads keep a margin on the right',
+      JSON.stringify(edges));
+
+    await set_form(page, { repeat: 4 });
+    await run_page(page, true);
+    const ticks = await tick_collisions(page, HEAD(0));
+    check(Array.isArray(ticks) && ticks.length === 0, '375 px, 40 tokens: the position ticks do not touch', JSON.stringify(ticks));
+    await page.locator(HEAD(0)).click();
+    const dialog = await page.locator('#zoom').evaluate((el) => el.getBoundingClientRect().right);
+    const zoom_ticks = await tick_collisions(page, '#zoom[open] canvas[data-view="zoom"]');
+    check(dialog <= 375 && Array.isArray(zoom_ticks) && zoom_ticks.length === 0,
+      '375 px: the enlarged map fits the screen and its ticks do not touch', `${dialog} ${JSON.stringify(zoom_ticks)}`);
+    await page.keyboard.press('Escape');
+    await set_form(page, { repeat: 1 });
+
+    await paste_and_run(page, layers_request(3));
+    check(await sideways() <= 0, '375 px: a 3-layer model (grid, rollout, neuron view) does not scroll sideways',
+      `${await sideways()} px too wide`);
+
+    // A small map of 16 x 16 cells, as a narrow card would draw it.
+    await page.evaluate(async () => {
+      const { draw_heatmap } = await import('./heatmap.js');
+      const c = document.createElement('canvas');
+      c.id = 'tick-probe';
+      document.body.append(c);
+      const labels = Array.from({ length: 16 }, (_, i) => `token${i}`);
+      draw_heatmap(c, { values: new Float64Array(256), n: 16, m: 16, rows: labels, cols: labels, vmax: 1,
+        scale: { kind: 'linear' } }, { width: 100, height: 100 });
+    });
+    const small = await tick_collisions(page, '#tick-probe');
+    check(Array.isArray(small) && small.length === 0, 'a 100-pixel map of 16 tokens: "8" and "10" do not run together',
+      JSON.stringify(small));
+    check(w.console.length + w.errors.length + w.foreign.length === 0, '375 px: no errors, no other origin',
+      [...w.console, ...w.errors, ...w.foreign].join(' | '));
+  } finally {
+    await close(ctx);
+  }
+}
+
 async function hidpi_checks(base) {
   const ctx = await launch(2);
   try {
@@ -269,6 +333,9 @@ async function main() {
     }
     c.group = 'hidpi';
     await hidpi_checks(base);
+    c.group = 'narrow';
+    console.log('narrow screen');
+    await narrow_checks(base);
     c.group = 'hygiene';
     check(w.console.length === 0, 'no console errors', w.console.join(' | '));
     check(w.errors.length === 0, 'no uncaught page errors', w.errors.join(' | '));
