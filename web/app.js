@@ -149,6 +149,30 @@ function clear_error() {
   delete box.dataset.field;
 }
 
+// What a failed run leaves: nothing of the run before it. Its maps under
+// the new error would read as the answer to the request that failed, and
+// the download would hand out that older answer.
+function clear_results() {
+  if ($('zoom').open) $('zoom').close();
+  hide_tooltip();
+  $('results').hidden = true;
+  for (const id of ['head-maps', 'mean-card', 'model-grid', 'rollout-card', 'neuron-heads', 'similarity-card'])
+    $(id).replaceChildren();
+  Object.assign(state, { text: '', resp: null, req: null, layers: null, cur: null, att: null,
+    raw: [], maps: [], hidden: [], mean: null, raw_mean: null, line_maps: [], norms: null, focus: null });
+  state.line_heads = new Set();
+  $('export-json').disabled = true;
+  delete document.body.dataset.renderMs;
+  delete document.body.dataset.frameMs;
+}
+
+// A run that failed: the error, a status line, and no older results.
+function fail_run(err, status) {
+  clear_results();
+  show_error(err);
+  set_status(status);
+}
+
 function kib(nbytes) {
   return nbytes < 1024 ? `${nbytes} B` : nbytes < 1048576
     ? `${(nbytes / 1024).toFixed(1)} KiB` : `${(nbytes / 1048576).toFixed(1)} MiB`;
@@ -185,8 +209,7 @@ async function run(event) {
   try {
     built = build_request();
   } catch (e) {
-    show_error({ status: 0, code: 'form', message: e.message, field: '' });
-    set_status('Nothing sent: fix the form first.');
+    fail_run({ status: 0, code: 'form', message: e.message, field: '' }, 'Nothing sent: fix the form first.');
     return;
   }
   const button = $('run');
@@ -196,15 +219,12 @@ async function run(event) {
   button.disabled = false;
   document.body.dataset.refsSent = String(refs.length);
   if (!r.ok) {
-    show_error(r.error);
-    set_status(r.error.status ? `The service refused the request (HTTP ${r.error.status}).`
+    fail_run(r.error, r.error.status ? `The service refused the request (HTTP ${r.error.status}).`
       : 'The request failed.');
     return;
   }
-  const fail = (message, field) => {
-    show_error({ status: r.status, code: 'bad_response', message, field });
-    set_status('The response could not be drawn.');
-  };
+  const fail = (message, field) =>
+    fail_run({ status: r.status, code: 'bad_response', message, field }, 'The response could not be drawn.');
   const layers = Array.isArray(r.json.layers) ? r.json.layers : null;
   if (layers && !layers.length) return fail('the response has an empty layers array', '/layers');
   let att;
@@ -233,8 +253,8 @@ async function run(event) {
     render();
   } catch (e) {
     // A response the page cannot draw is a bug here or there: say so.
-    show_error({ status: r.status, code: 'render_failed', message: e.message, field: '' });
-    set_status('The response could not be drawn.');
+    fail_run({ status: r.status, code: 'render_failed', message: e.message, field: '' },
+      'The response could not be drawn.');
     return;
   }
   const t1 = performance.now();

@@ -318,7 +318,8 @@ async function v1_checks(page, base, flags) {
   check(Boolean(bad_err.field) && shown_field === bad_err.field,
     `#error shows the JSON pointer ${bad_err.field} as the error's field`, String(shown_field));
   check(err_text.includes(bad_err.message), '#error shows the service\'s message', err_text);
-  check(await canvases.count() === 2, 'the previous maps stay on the page after an error');
+  check(await canvases.count() === 0 && await page.isHidden('#results') && await page.isDisabled('#export-json'),
+    'an error clears the previous maps and disables the download');
 
   await page.fill('#request-json', '{"x": [[1, 2],');
   const broken_body = await run_page(page, false);

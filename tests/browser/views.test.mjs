@@ -8,7 +8,8 @@
 // and the inline retry on unknown_ref, a 300-token map (pixels pool
 // cells), device scale factor 2 on every kind of canvas, a phone's
 // width (no sideways scroll, maps above their figures, tick labels
-// apart), no console errors, no request to another origin.
+// apart), no maps or download of an older answer after a failed run, no
+// console errors, no request to another origin.
 // Environment: ATTND_BIN (required) the server binary.
 
 import { checker, start_server, launch, close, watch, tooltip_weight, tooltip_number, hover_cell,
@@ -217,6 +218,55 @@ async function store_checks(page, stub) {
   await page.fill('#sentence', 'The animal didn\'t cross the street because it was tired');
 }
 
+// After a failed run nothing of the run before it is left: no maps under
+// the error, no download of the older answer. flags.refused excuses the
+// browser's own log line of the provoked 413.
+async function stale_checks(page, flags) {
+  await page.check('#source-generate');
+  const cleared = async () => ({
+    hidden: await page.isHidden('#results'),
+    maps: await page.locator('#head-maps canvas, #mean-card canvas, #model-grid canvas').count(),
+    download: await page.isDisabled('#export-json'),
+  });
+  const gone = (s) => s.hidden && s.maps === 0 && s.download;
+  const ran = async () => {
+    await run_page(page, true);
+    return !(await page.isHidden('#results')) && !(await page.isDisabled('#export-json'));
+  };
+
+  check(await ran(), 'a run shows its maps and enables the download');
+  await set_form(page, { 'kv-heads': 3 });
+  await page.click('#run');
+  await page.waitForSelector('#error:not([hidden])');
+  const form = await cleared();
+  check(gone(form), 'a form error clears the previous maps and disables the download', JSON.stringify(form));
+  await set_form(page, { 'kv-heads': 4 });
+
+  check(await ran(), 'the next good run draws again');
+  const refuse = (route) => route.fulfill({ status: 413, contentType: 'application/json',
+    body: JSON.stringify({ error: { code: 'too_large', message: 'the request needs 10 units; the limit --max-flops (ATTND_MAX_FLOPS) is 5' } }) });
+  await page.route('**/attend', refuse);
+  flags.refused = true;
+  await run_page(page, false);
+  const big = await cleared();
+  check(gone(big), 'a 413 from the service clears the previous maps and disables the download', JSON.stringify(big));
+  await page.unroute('**/attend', refuse);
+  flags.refused = false;
+
+  check(await ran(), 'and the run after it draws again');
+  const down = (route) => route.abort('connectionrefused');
+  await page.route('**/attend', down);
+  flags.refused = true;
+  await page.click('#run');
+  await page.waitForSelector('#error:not([hidden])');
+  const net = await cleared();
+  check(gone(net) && /network_error/.test(await page.textContent('#error')),
+    'a service that is down clears the previous maps and disables the download', JSON.stringify(net));
+  await page.unroute('**/attend', down);
+  flags.refused = false;
+  check(await ran() && await page.isHidden('#error'), 'a good run after the failures clears the error and draws');
+}
+
 // A phone's width (375 CSS pixels): nothing scrolls sideways, each head's
 // map sits above its figures at the card's width, tick labels keep apart.
 async function narrow_checks(base) {
@@ -314,7 +364,9 @@ async function main() {
     const page = ctx.context.pages()[0] ?? await ctx.context.newPage();
     // The unknown_ref step answers 422 on purpose; chromium logs it.
     let allow_422 = false;
-    const w = watch(page, origin, (t) => allow_422 && /status of 422/.test(t));
+    const flags = { refused: false };
+    const w = watch(page, origin, (t) => (allow_422 && /status of 422/.test(t)) ||
+      (flags.refused && /Failed to load resource: (the server responded with a status of 413|net::ERR_CONNECTION_REFUSED)/.test(t)));
     const stub = make_stub();
     await route_stub(page, stub);
     await page.goto(`${base}/`);
@@ -322,7 +374,8 @@ async function main() {
     for (const [name, fn] of [['model view', () => model_checks(page, stub)],
       ['neuron and norm views', () => neuron_and_norm_checks(page, stub)],
       ['masks and long inputs', () => mask_and_long_checks(page)],
-      ['tensor store', async () => { allow_422 = true; await store_checks(page, stub); allow_422 = false; }]]) {
+      ['tensor store', async () => { allow_422 = true; await store_checks(page, stub); allow_422 = false; }],
+      ['errors clear old results', () => stale_checks(page, flags)]]) {
       console.log(name);
       c.group = name;
       try {
