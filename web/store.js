@@ -7,9 +7,12 @@
 // whose code is unknown_ref the caller drops what it knew and sends the
 // request inline again (with store: true, so the refs come back).
 //
-// Values are recognised by a fingerprint of their JSON text (two 32-bit
-// FNV-1a hashes and the length), not by SHA-256: crypto.subtle exists only
-// in secure contexts, and the dashboard is often served over plain HTTP.
+// Values are recognised by what the ref itself is computed from: their
+// float32 values. The same numbers sent as JSON or as a base64 tensor are
+// one tensor to the store, so switching the wire format keeps using refs.
+// The fingerprint is the shape and two 32-bit hashes of the values' bit
+// patterns, not SHA-256: crypto.subtle exists only in secure contexts, and
+// the dashboard is often served over plain HTTP.
 
 // The float-valued tensor fields of the contract (v1 and v2); boolean
 // masks, positions and token lists never take refs.
@@ -18,16 +21,47 @@ export const TENSOR_FIELDS = ['x', 'memory', 'value', 'w_q', 'w_k', 'w_v', 'w_o'
 
 const known = new Map(); // fingerprint -> "sha256:..."
 
-export function fingerprint(value) {
-  const s = JSON.stringify(value);
-  let a = 0x811c9dc5;
-  let b = 0x01000193 ^ s.length;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x5bd1e995) ^ (b >>> 15);
+// The float32 bit patterns of a tensor field, nested numbers or a base64
+// tensor object, as { shape, bits: Uint32Array }; null for anything else.
+function float32_bits(value) {
+  if (Array.isArray(value)) {
+    const shape = [];
+    for (let a = value; Array.isArray(a); a = a[0]) shape.push(a.length);
+    // Ragged or non-numeric arrays still get bits: the service refuses
+    // such a request, so nothing is remembered for them.
+    const flat = value.flat(Infinity).map(Number);
+    return { shape, bits: new Uint32Array(Float32Array.from(flat).buffer) };
   }
-  return `${s.length}:${(a >>> 0).toString(16)}:${(b >>> 0).toString(16)}`;
+  if (value?.dtype !== 'float32' || typeof value.data !== 'string' || !Array.isArray(value.shape)) return null;
+  let bin;
+  try {
+    bin = atob(value.data);
+  } catch {
+    return null;
+  }
+  // Little-endian words on the wire, read the same on any platform.
+  const bytes = new Uint8Array(bin.length - (bin.length % 4));
+  for (let i = 0; i < bytes.length; i++) bytes[i] = bin.charCodeAt(i);
+  const view = new DataView(bytes.buffer);
+  const bits = new Uint32Array(bytes.length / 4);
+  for (let i = 0; i < bits.length; i++) bits[i] = view.getUint32(4 * i, true);
+  return { shape: value.shape, bits };
+}
+
+// The key of a tensor's values, or null for a value that is no float32
+// tensor (never sent as a ref).
+export function fingerprint(value) {
+  const t = float32_bits(value);
+  if (!t) return null;
+  const w = t.bits;
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ w.length;
+  for (let i = 0; i < w.length; i++) {
+    a = Math.imul(a ^ w[i], 0x01000193);
+    a ^= a >>> 13;
+    b = Math.imul(b ^ w[i], 0x5bd1e995) ^ (b >>> 15);
+  }
+  return `${t.shape.join('x')}:${(a >>> 0).toString(16)}:${(b >>> 0).toString(16)}`;
 }
 
 function is_ref(v) {
@@ -46,6 +80,7 @@ function substitute(obj, prefix, fps) {
     const v = obj[f];
     if (!is_tensor(v)) continue;
     const fp = fingerprint(v);
+    if (!fp) continue;
     fps.set(`${prefix}/${f}`, fp);
     const ref = known.get(fp);
     if (ref) {

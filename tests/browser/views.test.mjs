@@ -5,7 +5,8 @@
 // Checks: the model view of 3 layers (thumbnails, click to open, rollout),
 // base64 layers, the neuron view against q and k, the norm-based toggle,
 // a window's masked keys drawn grey, tensor-store refs on the second run
-// and the inline retry on unknown_ref, a 300-token map (pixels pool
+// and the inline retry on unknown_ref, refs kept across a change of wire
+// format, a 300-token map (pixels pool
 // cells), device scale factor 2 on every kind of canvas, a phone's
 // width (no sideways scroll, maps above their figures, tick labels
 // apart), no maps or download of an older answer after a failed run, no
@@ -330,6 +331,28 @@ async function narrow_checks(base) {
   }
 }
 
+// Refs follow the tensors' values, not their wire text: after a run in
+// one wire format, a run in the other sends the same tensors as refs.
+async function wire_format_checks(page, stub) {
+  await page.check('#source-generate');
+  const fields = ['x', 'w_q', 'w_k', 'w_v'];
+  for (const [seed, from, to] of [[101, 'json', 'base64'], [102, 'base64', 'json']]) {
+    await set_form(page, { seed, encoding: from });
+    await run_page(page, true);
+    const first = JSON.parse(stub.bodies.at(-1));
+    check(fields.every((f) => !first[f]?.ref), `seed ${seed}, ${from}: the first run sends every tensor inline`);
+    const refs = JSON.parse(stub.handle(JSON.stringify({ ...first, store: true })).body).meta.refs;
+    await set_form(page, { encoding: to });
+    await run_page(page, true);
+    const next = JSON.parse(stub.bodies.at(-1));
+    check((to === 'base64') === (next.encoding === 'base64') && fields.every((f) => next[f]?.ref === refs[f]),
+      `switching the wire format from ${from} to ${to} sends x, w_q, w_k and w_v as refs`,
+      JSON.stringify(fields.map((f) => (next[f]?.ref ? 'ref' : 'inline'))));
+    check(/4 tensors sent as refs/.test(await page.textContent('#status')), `${to}: the status line counts 4 refs`);
+  }
+  await set_form(page, { seed: 42, encoding: 'json' });
+}
+
 async function hidpi_checks(base) {
   const ctx = await launch(2);
   try {
@@ -375,7 +398,8 @@ async function main() {
       ['neuron and norm views', () => neuron_and_norm_checks(page, stub)],
       ['masks and long inputs', () => mask_and_long_checks(page)],
       ['tensor store', async () => { allow_422 = true; await store_checks(page, stub); allow_422 = false; }],
-      ['errors clear old results', () => stale_checks(page, flags)]]) {
+      ['errors clear old results', () => stale_checks(page, flags)],
+      ['wire format and refs', () => wire_format_checks(page, stub)]]) {
       console.log(name);
       c.group = name;
       try {
