@@ -3,12 +3,13 @@
 // state.js and has the views draw it. Everything stays on this page's
 // origin.
 
-import { generate_request, check_params, as_base64, tokenize } from './generate.js';
+import { generate_request, check_params, as_base64, tokenize, estimate_request, tensor_keys } from './generate.js';
 import { post_attend, attention_of, labels_of, tensor_of, slice_of } from './api.js';
 import { $, state, plural } from './state.js';
 import { resolve_scale } from './scale.js';
 import { effective_request, uneven_rows, mask_reader } from './masks.js';
 import { with_refs, remember, forget_all } from './store.js';
+import { judge_generated, judge_json, judge_body, advice_for } from './limits.js';
 import { render_heads, draw_line_heads, redraw_lines, attach_lines, open_zoom, download,
   hide_tooltip } from './views.js';
 import { render_model } from './model.js';
@@ -45,15 +46,46 @@ function update_source() {
   const gen = source() === 'generate';
   $('generate-fields').hidden = !gen;
   $('json-fields').hidden = gen;
+  update_hint();
+}
+
+// tensor_keys() of generated tensors the store holds: a request of them
+// is estimated with refs in their place, as it will be sent.
+const held = new Set();
+
+// The generated request's size, judged before anything is built; inline:
+// as the JSON box gets it (JSON numbers, nothing by ref).
+function judge_form(p, inline = false) {
+  const base64 = !inline && $('encoding').value === 'base64';
+  const est = estimate_request(p, { base64, held: !inline && $('use-store').checked ? held : new Set(),
+    rollout: $('want-rollout').checked, return_qk: $('want-qk').checked });
+  return judge_generated(est, p, base64);
+}
+
+function show_size(text, over) {
+  const el = $('size-hint');
+  el.textContent = over ?? text;
+  el.classList.toggle('over', Boolean(over));
+  el.dataset.over = over ? 'true' : 'false';
 }
 
 function update_hint() {
   const p = form_params();
   $('rope-theta').disabled = !p.rope;
+  if (source() === 'json') {
+    const text = $('request-json').value;
+    const size = judge_json(text);
+    show_size(text.trim() === '' ? '' : size.text, size.over);
+  }
   const bad = check_params(p);
   if (bad) {
     $('shape-hint').textContent = bad;
+    if (source() === 'generate') show_size('', null);
     return;
+  }
+  if (source() === 'generate') {
+    const size = judge_form(p);
+    show_size(size.text, size.over);
   }
   const n = tokenize(p.sentence).length * p.repeat + p.padding;
   const dk = Math.floor(p.d_model / p.heads);
@@ -87,9 +119,13 @@ function build_request() {
     const p = form_params();
     const bad = check_params(p);
     if (bad) throw new Error(bad);
+    // Before any work: a request over the server's limits would freeze
+    // the tab for seconds only to be refused.
+    const over = judge_form(p).over;
+    if (over) throw Object.assign(new Error(over), { code: 'too_large' });
     let req = add_options(generate_request(p));
     if (b64) req = as_base64(req);
-    return { req, cross: false, top_k: false };
+    return { req, cross: false, top_k: false, keys: tensor_keys(p) };
   }
   const text = $('request-json').value;
   if (text.trim() === '') throw new Error('the request JSON box is empty');
@@ -124,6 +160,7 @@ function set_status(msg) {
 function show_error(err) {
   const box = $('error');
   box.replaceChildren();
+  const advice = advice_for(err);
   const head = document.createElement('strong');
   head.textContent = err.status ? `HTTP ${err.status} ${err.code}` : err.code;
   box.append(head, document.createTextNode(`: ${err.message}`));
@@ -136,9 +173,17 @@ function show_error(err) {
     at.append(code);
     box.append(at);
   }
+  if (advice) {
+    const p = document.createElement('p');
+    p.className = 'advice';
+    p.textContent = advice;
+    box.append(p);
+  }
   box.dataset.code = err.code;
   box.dataset.field = err.field || '';
   box.hidden = false;
+  // A 413 may have taught the page this server's limit.
+  if (advice) update_hint();
 }
 
 function clear_error() {
@@ -184,22 +229,45 @@ function kib(nbytes) {
 // 422 unknown_ref (the store forgot one) is answered by sending everything
 // inline once more. Returns { r, refs: pointers sent as refs }.
 async function send(built) {
-  const plain = async (text) => ({ r: await post_attend(text), refs: [], retried: false });
+  // A body over the server's limit is not sent: the service would only
+  // refuse it after the upload.
+  const post = (text) => {
+    const over = judge_body(text, built.req ? 'the request' : 'the request JSON');
+    return over ? { ok: false, error: { status: 0, code: 'too_large', message: over, field: '' } }
+      : post_attend(text);
+  };
+  const plain = async (text) => ({ r: await post(text), refs: [], retried: false });
   if (!built.req) return plain(built.text);
   // A pasted request that says store: false keeps everything inline.
   if (!$('use-store').checked || built.req.store === false) return plain(JSON.stringify(built.req));
   let sent = with_refs(built.req);
   set_status(`Sending to POST /attend (${plural(sent.refs.length, 'tensor')} as refs)\u2026`);
-  let r = await post_attend(JSON.stringify(sent.req));
+  let r = await post(JSON.stringify(sent.req));
   let retried = false;
   if (!r.ok && r.error.code === 'unknown_ref') {
     forget_all();
+    held.clear();
     sent = with_refs(built.req);
-    r = await post_attend(JSON.stringify(sent.req));
+    r = await post(JSON.stringify(sent.req));
     retried = true;
   }
-  if (r.ok) remember(sent, r.json);
+  if (r.ok && built.keys) {
+    note_held(built.keys, remember(sent, r.json), Array.isArray(built.req.layers));
+    update_hint();
+  } else if (r.ok) {
+    remember(sent, r.json);
+  }
   return { r, refs: sent.refs, retried };
+}
+
+// Marks the generated tensors the store holds after a run (ptrs: their
+// JSON pointers), so the next estimate counts them as refs.
+function note_held(keys, ptrs, layered) {
+  if (ptrs.has('/x')) held.add(keys.x);
+  keys.layers.forEach((k, l) => {
+    const at = layered ? `/layers/${l}` : '';
+    if (['w_q', 'w_k', 'w_v'].every((f) => ptrs.has(`${at}/${f}`))) held.add(k);
+  });
 }
 
 async function run(event) {
@@ -209,7 +277,8 @@ async function run(event) {
   try {
     built = build_request();
   } catch (e) {
-    fail_run({ status: 0, code: 'form', message: e.message, field: '' }, 'Nothing sent: fix the form first.');
+    fail_run({ status: 0, code: e.code ?? 'form', message: e.message, field: '' },
+      e.code === 'too_large' ? 'Nothing sent: the request is over the server\'s limits.' : 'Nothing sent: fix the form first.');
     return;
   }
   const button = $('run');
@@ -220,7 +289,9 @@ async function run(event) {
   document.body.dataset.refsSent = String(refs.length);
   if (!r.ok) {
     fail_run(r.error, r.error.status ? `The service refused the request (HTTP ${r.error.status}).`
-      : 'The request failed.');
+      : r.error.code === 'too_large' ? 'Nothing sent: the request is over the server\'s limits.'
+        : 'The request failed.');
+    update_hint();
     return;
   }
   const fail = (message, field) =>
@@ -406,8 +477,10 @@ function init() {
   for (const el of document.querySelectorAll('input[name="source"]'))
     el.addEventListener('change', update_source);
   for (const id of ['sentence', 'd-model', 'heads', 'kv-heads', 'padding', 'seed', 'repeat',
-    'layers', 'rope', 'rope-theta', 'alibi', 'window-left', 'softcap'])
+    'layers', 'rope', 'rope-theta', 'alibi', 'window-left', 'softcap', 'request-json'])
     $(id).addEventListener('input', update_hint);
+  for (const id of ['encoding', 'use-store', 'want-rollout', 'want-qk'])
+    $(id).addEventListener('change', update_hint);
   $('reseed').addEventListener('click', () => {
     $('seed').value = String(Math.floor(Math.random() * 4294967296));
     update_hint();
@@ -417,6 +490,11 @@ function init() {
     const bad = check_params(p);
     if (bad) {
       show_error({ status: 0, code: 'form', message: bad, field: '' });
+      return;
+    }
+    const over = judge_form(p, true).over;
+    if (over) {
+      show_error({ status: 0, code: 'too_large', message: over, field: '' });
       return;
     }
     clear_error();

@@ -81,6 +81,78 @@ export function check_params(p) {
   return null;
 }
 
+// -- size, before anything is built ---------------------------------------
+//
+// A large d_model makes a request of hundreds of megabytes that takes the
+// tab many seconds to build; these figures let the page refuse it first.
+
+// Bytes a number takes in a generated request. JSON: values rounded to 5
+// significant digits, with a comma ("-0.012345,"): 8.1 for x, and for the
+// weights 8.9 at d_model 64 rising to 9.7 at 2048 as their values (about
+// 1/sqrt(d_model)) gain leading zeros, fitted to generated requests within
+// 2%; a full float64 would take about 20. base64: 4 bytes of float32 in
+// 16/3 characters.
+const JSON_X_BYTES = 8.1;
+const json_w_bytes = (d) => 8.9 + 0.155 * Math.max(0, Math.log2(d / 64));
+const B64_BYTES = 16 / 3;
+// {"ref": "sha256:<64 hex digits>"} and its field name.
+const REF_BYTES = 90;
+
+// The keys of the tensors the generator makes for p: x, and each layer's
+// weights (w_q, w_k and w_v together). Equal keys, equal values, so a
+// tensor the store holds can be recognised before it is built.
+export function tensor_keys(p) {
+  const x = JSON.stringify([p.seed, p.d_model, p.sentence, p.repeat, p.padding]);
+  const layers = Array.from({ length: p.layers ?? 1 },
+    (_, l) => JSON.stringify([p.seed, p.d_model, p.heads, p.kv_heads, l]));
+  return { x, layers };
+}
+
+// The size of generate_request(p) with the options of the page, without
+// building it. opts: { base64, held: Set of tensor_keys() values the store
+// holds (sent as refs), rollout, return_qk }. Returns
+//   { n, d, dk, layers, mats: weight matrices a layer, refs: tensors
+//     counted as refs,
+//     bytes: the body, x_bytes, w_bytes (all layers' weights),
+//     b64_bytes: the body in base64 with nothing by ref,
+//     maps: attention-map values (all layers and the rollout),
+//     output: the largest layer output, qk: queries and keys returned }.
+export function estimate_request(p, opts = {}) {
+  const words = tokenize(p.sentence);
+  const n = words.length * p.repeat + p.padding;
+  const d = p.d_model;
+  const h = p.heads;
+  const g = p.kv_heads;
+  const dk = Math.floor(d / h);
+  const layers = p.layers ?? 1;
+  const keys = tensor_keys(p);
+  const held = opts.held ?? new Set();
+  const x_count = n * d;
+  const w_count = d * dk * (h + 2 * g);
+  const fixed = 400 + p.repeat * words.reduce((t, w) => t + w.length + 3, 0) + p.padding * 8 +
+    (p.padding > 0 ? n * 6 : 0);
+  const x_inline = x_count * (opts.base64 ? B64_BYTES : JSON_X_BYTES);
+  const w_inline = w_count * (opts.base64 ? B64_BYTES : json_w_bytes(d));
+  const x_bytes = held.has(keys.x) ? REF_BYTES : x_inline;
+  let w_bytes = 0;
+  let refs = held.has(keys.x) ? 1 : 0;
+  for (const k of keys.layers) {
+    w_bytes += held.has(k) ? 3 * REF_BYTES : w_inline;
+    refs += held.has(k) ? 3 : 0;
+  }
+  const maps = layers * h * n * n + (layers > 1 && opts.rollout ? n * n : 0);
+  return {
+    n, d, dk, layers, mats: 3, refs,
+    bytes: Math.round(fixed + x_bytes + w_bytes),
+    x_bytes: Math.round(x_bytes),
+    w_bytes: Math.round(w_bytes),
+    b64_bytes: Math.round(fixed + (x_count + layers * w_count) * B64_BYTES),
+    maps,
+    output: n * h * dk,
+    qk: opts.return_qk ? n * (h + g) * dk : 0,
+  };
+}
+
 // Builds the request object. Shapes: x [n][d_model], w_q [d_model][h*d_k],
 // w_k and w_v [d_model][g*d_k], with d_k = floor(d_model / h).
 //

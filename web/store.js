@@ -111,20 +111,26 @@ export function with_refs(req) {
 }
 
 // Records the refs of a response to a request built by with_refs().
+// Returns the pointers of the request's tensors the store now holds: those
+// the answer named and those sent as refs.
 export function remember(sent, resp) {
+  const held = new Set(sent.refs);
   const note = (refs, ptr_of) => {
     if (!refs || typeof refs !== 'object') return;
     for (const [field, ref] of Object.entries(refs)) {
       if (typeof ref !== 'string' || !ref.startsWith('sha256:')) continue;
-      const fp = ptr_of(field);
-      if (fp) known.set(fp, ref);
+      const ptr = ptr_of(field);
+      if (!ptr) continue;
+      known.set(sent.fps.get(ptr), ref);
+      held.add(ptr);
     }
   };
   const fps = sent.fps;
-  note(resp?.meta?.refs, (f) => fps.get(`/${f}`));
+  note(resp?.meta?.refs, (f) => (fps.has(`/${f}`) ? `/${f}` : null));
   if (Array.isArray(resp?.layers))
     resp.layers.forEach((ans, i) => note(ans?.meta?.refs,
-      (f) => fps.get(`/layers/${i}/${f}`) ?? fps.get(`/${f}`)));
+      (f) => (fps.has(`/layers/${i}/${f}`) ? `/layers/${i}/${f}` : fps.has(`/${f}`) ? `/${f}` : null)));
+  return held;
 }
 
 export function forget_all() {

@@ -17,7 +17,8 @@
 //   - the generator's RoPE, ALiBi, window and softcap controls put the v2
 //     fields in the request;
 //   - errors (service error code and pointer, invalid JSON, network, form)
-//     and exports;
+//     and exports; a service with small limits: its 413s said as what to
+//     change, and its limits used by the form from then on;
 //   - at device scale factor 2, canvases have twice their CSS size in
 //     backing pixels.
 // v2 section (e2e_v2.mjs; needs the service's v2 features): window and
@@ -352,6 +353,36 @@ async function v1_checks(page, base, flags) {
   check(!sent && /must divide/.test((await page.textContent('#error')) ?? ''),
     'KV heads that do not divide heads are refused on the page, nothing sent');
   await page.fill('#kv-heads', '4');
+
+  // A service with small limits: its 413s are said as what to change, and
+  // the form uses its limits from then on.
+  const tight = await start_server(process.env.ATTND_BIN, ['--max-body-bytes', '60000', '--max-map-elems', '300']);
+  const p2 = await page.context().newPage();
+  try {
+    const w2 = watch(p2, tight.base, (t) => /status of 413/.test(t));
+    await p2.goto(`${tight.base}/`);
+    await run_page(p2, false);
+    const advice = await p2.textContent('#error .advice').catch(() => '');
+    check(await p2.getAttribute('#error', 'data-code') === 'too_large' &&
+      /^The request is 1\d\d\.\d KiB; this server takes at most 58\.6 KiB: use a smaller d_model, fewer tokens or layers/.test(advice),
+    'the service\'s 413 for --max-body-bytes is said as the request\'s size, the server\'s limit and what to change', advice);
+    const learned = await p2.textContent('#size-hint');
+    check(/at most 58\.6 KiB \(this server's --max-body-bytes\)/.test(learned) &&
+      await p2.getAttribute('#size-hint', 'data-over') === 'true', 'the form then uses this server\'s body limit', learned);
+    await set_form(p2, { 'd-model': 16 });
+    await run_page(p2, false);
+    const maps = await p2.textContent('#error .advice').catch(() => '');
+    check(/more values than this server returns \(300\): use fewer tokens, heads or layers/.test(maps),
+      'the service\'s 413 for --max-map-elems says to use fewer tokens, heads or layers', maps);
+    check(/make 400 attention-map values; the server returns at most 300 \(this server's --max-map-elems\)/.test(await p2.textContent('#size-hint')) &&
+      await p2.getAttribute('#size-hint', 'data-over') === 'true', 'the form then uses this server\'s map limit',
+    await p2.textContent('#size-hint'));
+    check(w2.console.length + w2.errors.length + w2.foreign.length === 0, 'no errors on that page',
+      [...w2.console, ...w2.errors, ...w2.foreign].join(' | '));
+  } finally {
+    await p2.close();
+    tight.kill();
+  }
 
   const aria = await page.evaluate(() => ['status', 'error'].map(
     (id) => document.getElementById(id).getAttribute('aria-live')));

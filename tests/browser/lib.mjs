@@ -139,9 +139,18 @@ export async function hover_cell(page, selector, i, j) {
   const s = box.width / d.width;
   const cw = Number(d.cell);
   const ch = Number(d.cellHeight ?? d.cell);
-  await page.mouse.move(box.x + (Number(d.plotLeft) + (j + 0.5) * cw) * s,
-    box.y + (Number(d.plotTop) + (i + 0.5) * ch) * s);
+  await page.mouse.move(inside(box.x + (Number(d.plotLeft) + j * cw) * s, cw * s),
+    inside(box.y + (Number(d.plotTop) + i * ch) * s, ch * s));
   return (await page.textContent('#tooltip')) ?? '';
+}
+
+// A client coordinate in [start, start + size): the centre, or for a cell
+// under 2 CSS pixels a whole pixel inside it, as chromium drops the
+// fraction of a mouse position.
+function inside(start, size) {
+  if (size >= 2) return start + size / 2;
+  const whole = Math.ceil(start + 0.01);
+  return whole < start + size ? whole : start + size / 2;
 }
 
 // The RGB of the backing-store pixel at the centre of cell (i, j).

@@ -9,8 +9,10 @@
 // format, a 300-token map (pixels pool
 // cells), device scale factor 2 on every kind of canvas, a phone's
 // width (no sideways scroll, maps above their figures, tick labels
-// apart), no maps or download of an older answer after a failed run, no
-// console errors, no request to another origin.
+// apart), no maps or download of an older answer after a failed run,
+// requests over the server's limits refused in the form with their size
+// and the limit, a 413's flag said as what to change, no console errors,
+// no request to another origin.
 // Environment: ATTND_BIN (required) the server binary.
 
 import { checker, start_server, launch, close, watch, tooltip_weight, tooltip_number, hover_cell,
@@ -353,6 +355,100 @@ async function wire_format_checks(page, stub) {
   await set_form(page, { seed: 42, encoding: 'json' });
 }
 
+// Requests over the server's limits are refused in the form before any
+// work, with the size in the user's terms and the limit the page assumes;
+// a 413 from the service says what to change, and its limit is used from
+// then on. Reloads the page at the end (the learned limit stays with it).
+async function limit_checks(page, stub, base, flags) {
+  await page.check('#source-generate');
+  const hint = () => page.textContent('#size-hint');
+  const over = async () => await page.getAttribute('#size-hint', 'data-over') === 'true';
+  const sent_by = async (fn) => {
+    const before = stub.bodies.length;
+    await fn();
+    return stub.bodies.length - before;
+  };
+  const refused = async () => {
+    const t0 = Date.now();
+    const sent = await sent_by(async () => {
+      await page.click('#run');
+      await page.waitForSelector('#error:not([hidden])');
+    });
+    return { sent, ms: Date.now() - t0, code: await page.getAttribute('#error', 'data-code'),
+      text: await page.textContent('#error') };
+  };
+
+  await set_form(page, { seed: 103 }); // weights no earlier step stored
+  const small = await hint();
+  check(!(await over()) && /^About 1\d\d(\.\d)? KiB to send \(the server takes at most 64 MiB, the default --max-body-bytes\); 400 attention-map values \(at most 16\.8 million/.test(small),
+    'the form shows the estimated size and the limits it assumes', small);
+  await run_page(page, true);
+  const by_ref = await hint();
+  check(/^About \d+ B to send, 4 tensors by ref \(/.test(by_ref), 'once the store holds x and the weights, the estimate counts them as refs', by_ref);
+
+  await set_form(page, { sentence: 'a b c', 'd-model': 2048 });
+  const big = await hint();
+  check(await over() && /^d_model 2048 with 3 weight matrices \(w_q, w_k, w_v\) makes a request of about 11\d MiB; the server takes at most 64 MiB \(the default --max-body-bytes\): use a smaller d_model or fewer layers/.test(big),
+    'd_model 2048: the form says the request is about 116 MiB and the server takes 64 MiB', big);
+  const r2048 = await refused();
+  check(r2048.sent === 0 && r2048.code === 'too_large' && r2048.ms < 3000 && r2048.text.includes('about 11'),
+    `d_model 2048: refused on the page in ${r2048.ms} ms, nothing sent`, JSON.stringify(r2048));
+  check(await page.isHidden('#results'), 'd_model 2048: no older maps under the refusal');
+  await set_form(page, { encoding: 'base64', 'd-model': 4096 });
+  const b64 = await hint();
+  check(await over() && /d_model 4096 .* about 256 MiB/.test(b64), 'd_model 4096 in base64: about 256 MiB, refused', b64);
+  await set_form(page, { encoding: 'json', 'd-model': 64, layers: 48, sentence: 'The animal didn\'t cross the street because it was tired' });
+  check(!(await over()), 'd_model 64 in 48 layers fits');
+  await set_form(page, { 'd-model': 512 });
+  check(await over() && /in each of 48 layers makes a request of about \d+ MiB/.test(await hint()),
+    'd_model 512 in 48 layers: the message names the layers', await hint());
+  await set_form(page, { 'd-model': 64, layers: 1, repeat: 500 });
+  const maps = await hint();
+  check(await over() && /5000 queries \u00d7 5000 keys \u00d7 4 heads make 100\.0 million attention-map values; the server returns at most 16\.8 million \(the default --max-map-elems\): use fewer tokens, heads or layers/.test(maps),
+    '5000 tokens: the form says the maps are over --max-map-elems', maps);
+  const r5000 = await refused();
+  check(r5000.sent === 0 && r5000.code === 'too_large', '5000 tokens: refused on the page, nothing sent', JSON.stringify(r5000));
+  await set_form(page, { repeat: 1 });
+  check(!(await over()), 'back to 10 tokens: the form is under the limits again');
+
+  // The service's own 413s, in the words of its messages.
+  const answer = (message) => (route) => route.fulfill({ status: 413, contentType: 'application/json',
+    body: JSON.stringify({ error: { code: 'too_large', message } }) });
+  flags.refused = true;
+  const maps_413 = answer('the attention maps of the layers and the rollout would hold 20000000 values together; the limit --max-map-elems (ATTND_MAX_MAP_ELEMS) is 1000000');
+  await page.route('**/attend', maps_413);
+  await run_page(page, false);
+  const maps_advice = await page.textContent('#error .advice').catch(() => '');
+  check(/more values than this server returns \(1\.0 million\): use fewer tokens, heads or layers/.test(maps_advice),
+    'a 413 naming --max-map-elems says to use fewer tokens, heads or layers', maps_advice);
+  await page.unroute('**/attend', maps_413);
+  const body_413 = answer('Content-Length is 120000 bytes; the limit --max-body-bytes (ATTND_MAX_BODY_BYTES) is 20000');
+  await page.route('**/attend', body_413);
+  await run_page(page, false);
+  const body_advice = await page.textContent('#error .advice').catch(() => '');
+  check(/The request is 117\.2 KiB; this server takes at most 19\.5 KiB: use a smaller d_model/.test(body_advice),
+    'a 413 naming --max-body-bytes says how large the request was and what the server takes', body_advice);
+  await page.unroute('**/attend', body_413);
+  flags.refused = false;
+  await set_form(page, { seed: 104 });
+  const learned = await hint();
+  check(await over() && /at most 19\.5 KiB \(this server's --max-body-bytes\)/.test(learned),
+    'after that 413 the form uses this server\'s limit', learned);
+  const after = await refused();
+  check(after.sent === 0 && after.code === 'too_large', 'and refuses the same request without sending it', JSON.stringify(after));
+  // A pasted request is measured as it is.
+  await page.check('#source-json');
+  const row = Array.from({ length: 64 }, (_, c) => Number((0.5 - c / 64).toFixed(6)));
+  await page.fill('#request-json', JSON.stringify({ x: Array.from({ length: 60 }, () => row), w_q: [row], w_k: [row], w_v: [row] }));
+  const pasted = await hint();
+  check(await over() && /^the request JSON is [23]\d\.\d KiB; the server takes at most 19\.5 KiB \(this server's --max-body-bytes\)/.test(pasted),
+    'a pasted request over the limit is measured in the form', pasted);
+  const r_pasted = await refused();
+  check(r_pasted.sent === 0 && r_pasted.code === 'too_large', 'and is not sent', JSON.stringify(r_pasted));
+  await page.check('#source-generate');
+  await page.goto(`${base}/`);
+}
+
 async function hidpi_checks(base) {
   const ctx = await launch(2);
   try {
@@ -399,7 +495,8 @@ async function main() {
       ['masks and long inputs', () => mask_and_long_checks(page)],
       ['tensor store', async () => { allow_422 = true; await store_checks(page, stub); allow_422 = false; }],
       ['errors clear old results', () => stale_checks(page, flags)],
-      ['wire format and refs', () => wire_format_checks(page, stub)]]) {
+      ['wire format and refs', () => wire_format_checks(page, stub)],
+      ['size limits', () => limit_checks(page, stub, base, flags)]]) {
       console.log(name);
       c.group = name;
       try {
