@@ -527,6 +527,14 @@ function init() {
     redraw_all();
   });
   $('scale-mode').addEventListener('change', redraw_all);
+  // The note under a select says what its chosen option does.
+  for (const sel of document.querySelectorAll('select[aria-describedby]')) {
+    const note = () => {
+      $(sel.getAttribute('aria-describedby')).textContent = sel.selectedOptions[0]?.dataset.note ?? '';
+    };
+    sel.addEventListener('change', note);
+    note();
+  }
   for (const el of document.querySelectorAll('input[name="weight-kind"]'))
     el.addEventListener('change', redraw_all);
   $('links').addEventListener('input', () => redraw_lines());

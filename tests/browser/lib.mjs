@@ -271,3 +271,16 @@ export function tick_collisions(page, selector, gap = 2) {
     return out;
   }, gap);
 }
+
+// The options of a select whose text does not fit it (text, padding and
+// about 20 pixels of arrow wider than the control): [] when all fit.
+export function select_overflow(page, selector) {
+  return page.locator(selector).evaluate((el) => {
+    const cs = getComputedStyle(el);
+    const ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+    const room = el.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;
+    return [...el.options].filter((o) => ctx.measureText(o.text).width > room)
+      .map((o) => `${o.text} (${ctx.measureText(o.text).width.toFixed(0)} > ${room.toFixed(0)} px)`);
+  });
+}

@@ -16,7 +16,7 @@
 // Environment: ATTND_BIN (required) the server binary.
 
 import { checker, start_server, launch, close, watch, tooltip_weight, tooltip_number, hover_cell,
-  plot_variety, run_page, cell_rgb, is_masked_grey, set_form, tick_collisions } from './lib.mjs';
+  plot_variety, run_page, cell_rgb, is_masked_grey, set_form, tick_collisions, select_overflow } from './lib.mjs';
 import { make_stub, route_stub, ref_of } from './stub.mjs';
 
 const c = checker();
@@ -304,6 +304,8 @@ async function narrow_checks(base) {
     await page.locator(HEAD(0)).click();
     const dialog = await page.locator('#zoom').evaluate((el) => el.getBoundingClientRect().right);
     const zoom_ticks = await tick_collisions(page, '#zoom[open] canvas[data-view="zoom"]');
+    const cut = [...await select_overflow(page, '#scale-mode'), ...await select_overflow(page, '#encoding')];
+    check(cut.length === 0, '375 px: every option of Colour scale and Wire format shows whole', cut.join(' | '));
     check(dialog <= 375 && Array.isArray(zoom_ticks) && zoom_ticks.length === 0,
       '375 px: the enlarged map fits the screen and its ticks do not touch', `${dialog} ${JSON.stringify(zoom_ticks)}`);
     await page.keyboard.press('Escape');
@@ -449,6 +451,20 @@ async function limit_checks(page, stub, base, flags) {
   await page.goto(`${base}/`);
 }
 
+// Small things a reader relies on: controls whose text shows whole,
+// numbers that do not round to zero, labels that say what a map is.
+async function label_checks(page) {
+  await page.check('#source-generate');
+  for (const sel of ['#scale-mode', '#encoding', '#mask']) {
+    const cut = await select_overflow(page, sel);
+    check(cut.length === 0, `every option of ${sel} shows whole`, cut.join(' | '));
+  }
+  await page.selectOption('#scale-mode', 'log');
+  check(/3 decades/.test(await page.textContent('#scale-mode-note')), 'the note under Colour scale says what the chosen scale does');
+  await page.selectOption('#scale-mode', 'auto');
+  check(/square root from 48 keys/.test(await page.textContent('#scale-mode-note')), 'and for Automatic, its rule');
+}
+
 async function hidpi_checks(base) {
   const ctx = await launch(2);
   try {
@@ -496,7 +512,8 @@ async function main() {
       ['tensor store', async () => { allow_422 = true; await store_checks(page, stub); allow_422 = false; }],
       ['errors clear old results', () => stale_checks(page, flags)],
       ['wire format and refs', () => wire_format_checks(page, stub)],
-      ['size limits', () => limit_checks(page, stub, base, flags)]]) {
+      ['size limits', () => limit_checks(page, stub, base, flags)],
+      ['labels and captions', () => label_checks(page)]]) {
       console.log(name);
       c.group = name;
       try {
