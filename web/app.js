@@ -332,7 +332,7 @@ async function run(event) {
   requestAnimationFrame(() => {
     const t2 = performance.now();
     const meta = r.json.meta || {};
-    const server = typeof meta.elapsed_ms === 'number' ? `, server compute ${meta.elapsed_ms.toFixed(1)} ms` : '';
+    const server = typeof meta.elapsed_ms === 'number' ? `, server compute ${compute_ms(meta.elapsed_ms)}` : '';
     const a = state.att;
     const what = layers ? `${plural(layers.length, 'layer')} of ${plural(a.heads, 'head')}`
       : plural(a.heads, 'map');
@@ -344,6 +344,11 @@ async function run(event) {
     document.body.dataset.renderMs = (t1 - t0).toFixed(1);
     document.body.dataset.frameMs = (t2 - t0).toFixed(1);
   });
+}
+
+// A small request computes in microseconds: "0.0 ms" would read as nothing.
+function compute_ms(ms) {
+  return ms < 0.1 ? '< 0.1 ms' : `${ms.toFixed(1)} ms`;
 }
 
 function fill_selects() {

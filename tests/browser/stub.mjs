@@ -147,7 +147,8 @@ function rollout(layers) {
   return R.map((row) => row.map(Math.fround));
 }
 
-// The stub: { handle(body) -> { status, body }, forget(ref), bodies }.
+// The stub: { handle(body) -> { status, body }, forget(ref), bodies,
+// elapsed_ms }.
 export function make_stub() {
   const store = new Map();
   const bodies = [];
@@ -200,6 +201,7 @@ export function make_stub() {
     if (top.err) return top.err;
     if (!Array.isArray(req.layers)) {
       const ans = one(top.out);
+      if (stub.elapsed_ms !== undefined) ans.meta.elapsed_ms = stub.elapsed_ms;
       if (req.store) ans.meta.refs = keep(top.out, req);
       return { status: 200, body: JSON.stringify(encode(ans, b64)) };
     }
@@ -219,7 +221,9 @@ export function make_stub() {
     return { status: 200, body: JSON.stringify(out) };
   }
 
-  return { handle, bodies, forget: (r) => store.delete(r), store, one, rollout };
+  // elapsed_ms: meta.elapsed_ms of the answers to come (default 0.1).
+  const stub = { handle, bodies, forget: (r) => store.delete(r), store, one, rollout, elapsed_ms: undefined };
+  return stub;
 }
 
 // Installs the stub on a playwright page for POST .../attend.

@@ -453,8 +453,18 @@ async function limit_checks(page, stub, base, flags) {
 
 // Small things a reader relies on: controls whose text shows whole,
 // numbers that do not round to zero, labels that say what a map is.
-async function label_checks(page) {
+async function label_checks(page, stub) {
   await page.check('#source-generate');
+  stub.elapsed_ms = 0.03;
+  await run_page(page, true);
+  await page.waitForFunction(() => /Drew/.test(document.getElementById('status').textContent));
+  const status = await page.textContent('#status');
+  check(/server compute < 0\.1 ms/.test(status), 'a compute of 0.03 ms reads "< 0.1 ms", not "0.0 ms"', status);
+  stub.elapsed_ms = 2.345;
+  await run_page(page, true);
+  await page.waitForFunction(() => /Drew/.test(document.getElementById('status').textContent));
+  check(/server compute 2\.3 ms/.test(await page.textContent('#status')), 'and 2.345 ms reads "2.3 ms"');
+  stub.elapsed_ms = undefined;
   for (const sel of ['#scale-mode', '#encoding', '#mask']) {
     const cut = await select_overflow(page, sel);
     check(cut.length === 0, `every option of ${sel} shows whole`, cut.join(' | '));
@@ -513,7 +523,7 @@ async function main() {
       ['errors clear old results', () => stale_checks(page, flags)],
       ['wire format and refs', () => wire_format_checks(page, stub)],
       ['size limits', () => limit_checks(page, stub, base, flags)],
-      ['labels and captions', () => label_checks(page)]]) {
+      ['labels and captions', () => label_checks(page, stub)]]) {
       console.log(name);
       c.group = name;
       try {
