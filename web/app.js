@@ -163,15 +163,26 @@ function show_error(err) {
   const advice = advice_for(err);
   const head = document.createElement('strong');
   head.textContent = err.status ? `HTTP ${err.status} ${err.code}` : err.code;
-  box.append(head, document.createTextNode(`: ${err.message}`));
+  box.append(head, ': ');
+  // The pointer is shown once: where the message names it (the service's
+  // messages often start with it), else after the message.
+  const msg = err.message;
+  const at = err.field ? msg.indexOf(err.field) : -1;
+  const whole = at >= 0 && !/[\w/]/.test(msg.charAt(at + err.field.length));
   if (err.field) {
-    const at = document.createElement('span');
-    at.className = 'pointer';
-    at.append(' at ');
+    const ptr = document.createElement('span');
+    ptr.className = 'pointer';
     const code = document.createElement('code');
     code.textContent = err.field;
-    at.append(code);
-    box.append(at);
+    if (whole) {
+      ptr.append(code);
+      box.append(msg.slice(0, at), ptr, msg.slice(at + err.field.length));
+    } else {
+      ptr.append(' at ', code);
+      box.append(msg, ptr);
+    }
+  } else {
+    box.append(msg);
   }
   if (advice) {
     const p = document.createElement('p');

@@ -319,6 +319,13 @@ async function v1_checks(page, base, flags) {
   check(Boolean(bad_err.field) && shown_field === bad_err.field,
     `#error shows the JSON pointer ${bad_err.field} as the error's field`, String(shown_field));
   check(err_text.includes(bad_err.message), '#error shows the service\'s message', err_text);
+  // A message that starts with its pointer shows the pointer once.
+  await page.fill('#request-json', JSON.stringify({ ...ragged, x: [[1, 0], [0, 1]], key_pading_mask: [false, true] }));
+  await run_page(page, false);
+  const typo = (await page.textContent('#error')) ?? '';
+  check(typo.split('/key_pading_mask').length === 2 && /did you mean/.test(typo) &&
+    await page.locator('#error .pointer code').textContent().catch(() => null) === '/key_pading_mask',
+  'a misspelt field\'s pointer is shown once, as the pointer', typo);
   check(await canvases.count() === 0 && await page.isHidden('#results') && await page.isDisabled('#export-json'),
     'an error clears the previous maps and disables the download');
 
