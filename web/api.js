@@ -95,10 +95,12 @@ function flatten(a, shape) {
 // The largest dense map set the page expands top-k rows into (values).
 const MAX_DENSE = 32 * 1024 * 1024;
 
-// The attention of a response as { batch, heads, n, m, values, batched }
-// with values dense [B][h][n][m]. A request with `top_k` gets rows of
-// [index, weight] pairs ([..][n][k][2]); they are expanded into dense maps
-// (zeros elsewhere) using meta.m, so they draw like any other map.
+// The attention of a response as { batch, heads, n, m, values, batched,
+// top_k, kept } with values dense [B][h][n][m]. A request with `top_k`
+// gets rows of [index, weight] pairs ([..][n][k][2]); they are expanded
+// into dense maps (zeros elsewhere) using meta.m, so they draw like any
+// other map; top_k is then k and kept (dense like values) is 1 where a
+// weight was returned. Otherwise top_k is 0 and kept null.
 export function attention_of(resp, top_k = false) {
   const a = resp.attention;
   if (a == null) return null;
@@ -111,7 +113,9 @@ export function attention_of(resp, top_k = false) {
   } else {
     throw new Error('attention is neither an array nor a tensor object');
   }
-  if (top_k) ({ shape, values } = expand_top_k(shape, values, resp.meta));
+  let kept = null;
+  let k = 0;
+  if (top_k) ({ shape, values, kept, k } = expand_top_k(shape, values, resp.meta));
   if (shape.length < 2 || shape.length > 4)
     throw new Error(`attention of rank ${shape.length}`);
   const batched = shape.length === 4;
@@ -119,7 +123,7 @@ export function attention_of(resp, top_k = false) {
   const heads = shape.length >= 3 ? shape[shape.length - 3] : 1;
   const n = shape[shape.length - 2];
   const m = shape[shape.length - 1];
-  return { batch, heads, n, m, values, batched };
+  return { batch, heads, n, m, values, batched, top_k: k, kept };
 }
 
 function expand_top_k(shape, pairs, meta) {
@@ -131,12 +135,16 @@ function expand_top_k(shape, pairs, meta) {
   if (rows * m > MAX_DENSE)
     throw new Error(`top_k maps of ${rows} rows x ${m} keys are too large to draw here`);
   const dense = new Float32Array(rows * m);
+  const kept = new Uint8Array(rows * m);
   for (let r = 0; r < rows; r++)
     for (let q = 0; q < k; q++) {
       const at = 2 * (r * k + q), idx = pairs[at];
-      if (idx >= 0 && idx < m) dense[r * m + idx] = pairs[at + 1];
+      if (idx >= 0 && idx < m) {
+        dense[r * m + idx] = pairs[at + 1];
+        kept[r * m + idx] = 1;
+      }
     }
-  return { shape: [...shape.slice(0, -2), m], values: dense };
+  return { shape: [...shape.slice(0, -2), m], values: dense, kept, k };
 }
 
 // Any numeric field of a response (nested arrays or a base64 tensor

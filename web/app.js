@@ -215,7 +215,7 @@ function clear_results() {
   for (const id of ['head-maps', 'mean-card', 'model-grid', 'rollout-card', 'neuron-heads', 'similarity-card'])
     $(id).replaceChildren();
   Object.assign(state, { text: '', resp: null, req: null, layers: null, cur: null, att: null,
-    raw: [], maps: [], hidden: [], mean: null, raw_mean: null, line_maps: [], norms: null, focus: null });
+    raw: [], maps: [], hidden: [], kept: [], mean: null, raw_mean: null, line_maps: [], norms: null, focus: null });
   state.line_heads = new Set();
   $('export-json').disabled = true;
   delete document.body.dataset.renderMs;
@@ -381,10 +381,15 @@ function layer_maps(l) {
   const b = Math.min(state.batch, att.batch - 1);
   const per = n * m;
   const maps = [];
-  for (let h = 0; h < heads; h++) maps.push(values.subarray((b * heads + h) * per, (b * heads + h + 1) * per));
+  const kept = [];
+  for (let h = 0; h < heads; h++) {
+    const from = (b * heads + h) * per;
+    maps.push(values.subarray(from, from + per));
+    kept.push(att.kept ? att.kept.subarray(from, from + per) : null);
+  }
   const read = mask_reader(effective_request(state.req, state.layers ? l : null), att);
   const hidden = maps.map((w, h) => (read ? read(b, h, w) : null));
-  return { att, maps, hidden, n, m };
+  return { att, maps, hidden, kept, n, m };
 }
 
 // Derives what is drawn from the response, the layer and the batch element.
@@ -399,6 +404,7 @@ function select() {
   const lm = layer_maps(state.layer);
   state.raw = lm.maps;
   state.hidden = lm.hidden;
+  state.kept = lm.kept;
   state.rows = labels_of(state.cur.tokens ?? state.resp.tokens, b, n);
   const cross = state.cross || state.eff.memory != null;
   const keys = state.cur.memory_tokens ?? (cross ? undefined : state.cur.tokens ?? state.resp.tokens);

@@ -19,6 +19,8 @@ export const state = {
   raw: [],         // per head: the returned weights, n*m, for `batch`
   maps: [],        // per head: what is drawn (raw, or norm-based)
   hidden: [],      // per head: Uint8Array n*m of masked keys, or null
+  kept: [],        // per head, with top_k: Uint8Array n*m, 1 where a
+                   // weight was returned; else null
   mean: null,      // n*m mean over heads of `maps`
   raw_mean: null,  // n*m mean over heads of `raw`
   line_maps: [],   // per head: the token view's maps (row shares)

@@ -36,6 +36,12 @@ function describe(h, i, j) {
   const who = h === null ? 'mean' : state.att.heads > 1 ? `head ${h}` : 'map';
   const parts = [`${who} \u00b7 query ${token(state.rows, i)} \u2192 key ${token(state.cols, j)}`];
   const raw = h === null ? state.raw_mean[k] : state.raw[h][k];
+  // With top_k a key outside a row's k largest has no weight in the
+  // answer: drawn as 0, it must not read as a weight of 0.
+  if (h !== null && state.kept[h] && !state.kept[h][k]) {
+    parts.push(`not among the top ${state.att.top_k} of this row (no weight returned)`);
+    return parts.join(' \u00b7 ');
+  }
   if (state.kind === 'raw') {
     parts.push(`weight ${raw.toFixed(4)}`);
   } else {
@@ -70,13 +76,12 @@ function map_figure(parent, { title, values, hidden, file, head }, before = null
   const fig = document.createElement('figure');
   fig.className = 'map';
   const cap = document.createElement('figcaption');
-  const vmax = vmax_of(values);
-  cap.textContent = state.scale.per_row ? `${title} \u00b7 each row 0 to its maximum`
-    : `${title} \u00b7 scale 0 to ${vmax === 1 ? '1' : vmax.toFixed(3)}`;
+  cap.textContent = [title, top_k_note(), scale_caption(values)].filter(Boolean).join(' \u00b7 ');
   const canvas = document.createElement('canvas');
   if (head !== undefined) canvas.dataset.head = String(head);
   canvas.dataset.scale = scale_name(state.scale);
   canvas.dataset.kind = state.kind;
+  if (state.att.top_k) canvas.dataset.topK = String(state.att.top_k);
   canvas.tabIndex = 0;
   canvas.setAttribute('role', 'img');
   canvas.setAttribute('aria-label', `${title}: attention ${KIND_LABELS[state.kind]}, ${state.att.n} queries by ${state.att.m} keys. ` +
@@ -94,6 +99,16 @@ function map_figure(parent, { title, values, hidden, file, head }, before = null
     { width: room_of(fig), height: Math.max(240, Math.min(window.innerHeight * 0.8, 900)), max_cell: 40 });
   attach_hover(canvas, (i, j) => describe(h, i, j), enlarge);
   return fig;
+}
+
+// What a map's colours run over, as its caption says it.
+export function scale_caption(values, vmax = vmax_of(values)) {
+  return state.scale.per_row ? 'each row 0 to its maximum' : `scale 0 to ${vmax === 1 ? '1' : vmax.toFixed(3)}`;
+}
+
+// With top_k, the maps hold only each row's k largest weights.
+function top_k_note() {
+  return state.att.top_k ? `top ${state.att.top_k} of each row, other keys not returned` : '';
 }
 
 function button(text, label, on_click) {
@@ -175,8 +190,10 @@ export function render_heads() {
   const an = analysis();
   for (let i = 0; i < state.maps.length; i++)
     head_card(container, i, an && Array.isArray(an.heads) ? an.heads[i] : null);
-  $('legend-label').textContent = state.kind === 'raw' ? state.scale.text
-    : `${state.scale.text} (of ${KIND_LABELS[state.kind]})`;
+  $('legend-label').textContent = (state.kind === 'raw' ? state.scale.text
+    : `${state.scale.text} (of ${KIND_LABELS[state.kind]})`) +
+    (state.att.top_k ? `. top_k ${state.att.top_k}: keys outside a row's ${state.att.top_k} largest have no ` +
+      'weight in the answer and are drawn as 0' : '');
   $('legend').dataset.scale = scale_name(state.scale);
   draw_legend($('legend'), 1, state.scale);
 

@@ -301,7 +301,12 @@ async function v1_checks(page, base, flags) {
   check(tooltip_weight(top_tip) === top_w?.toFixed(4),
     `top_k map: batch 1, head 1, query 2, key ${top_j} shows ${top_w?.toFixed(4)}`, top_tip);
   const low_tip = await hover_cell(page, HEAD(1), 2, low_j);
-  check(tooltip_weight(low_tip) === '0.0000', `top_k map: key ${low_j}, outside the top 2 of its row, shows 0.0000`, low_tip);
+  check(tooltip_weight(low_tip) === null && /not among the top 2 of this row \(no weight returned\)/.test(low_tip),
+    `top_k map: key ${low_j}, outside the top 2 of its row, says no weight was returned (not 0.0000)`, low_tip);
+  const top_cap = await page.locator('#head-maps figure.map figcaption').first().textContent();
+  check(/top 2 of each row, other keys not returned/.test(top_cap) && await page.getAttribute(HEAD(0), 'data-top-k') === '2' &&
+    /top_k 2: keys outside a row's 2 largest have no weight in the answer/.test(await page.textContent('#legend-label')),
+  'top_k maps say so in their captions and the legend', top_cap);
 
   // -- errors ---------------------------------------------------------------
   flags.http_errors = true;
