@@ -5,7 +5,7 @@
 
 import { $, state, token, room_of, plural } from './state.js';
 import { draw_heatmap } from './heatmap.js';
-import { attach_hover } from './views.js';
+import { attach_hover, scale_caption } from './views.js';
 import { tensor_of, slice_of } from './api.js';
 
 const LABEL_W = 64; // CSS pixels for the "layer l" labels
@@ -86,9 +86,15 @@ function render_rollout() {
   canvas.tabIndex = 0;
   canvas.setAttribute('role', 'img');
   canvas.setAttribute('aria-label', `Attention rollout over ${state.layers.length} layers, ${n} by ${n} tokens`);
-  box.replaceChildren(canvas);
   let mx = 0;
   for (const v of r.values) if (v > mx) mx = v;
+  // Captioned like every other map.
+  const fig = document.createElement('figure');
+  fig.className = 'map';
+  const cap = document.createElement('figcaption');
+  cap.textContent = `Rollout \u00b7 ${scale_caption(r.values, mx > 0 ? mx : 1)}`;
+  fig.append(cap, canvas);
+  box.replaceChildren(fig);
   const rows = state.rows.length === n ? state.rows : Array.from({ length: n }, (_, i) => String(i));
   draw_heatmap(canvas, { values: r.values, n, m, rows, cols: rows, vmax: mx > 0 ? mx : 1,
     scale: { ...state.scale, unit: false } },

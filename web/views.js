@@ -301,6 +301,11 @@ export function open_zoom(title, values, hidden, head, file) {
   $('zoom-title').textContent = title;
   dlg.dataset.layer = state.layers ? String(state.layer) : '';
   dlg.dataset.head = head === null ? '' : String(head);
+  // The same caption as the map's own, and a colour bar in weights (the
+  // page's legend is behind the dialog).
+  $('zoom-caption').textContent = [top_k_note(), scale_caption(values)].filter(Boolean).join(' \u00b7 ');
+  $('zoom-legend').dataset.scale = scale_name(state.scale);
+  draw_legend($('zoom-legend'), state.scale.per_row ? 1 : vmax_of(values), state.scale);
   const body = $('zoom-body');
   body.replaceChildren();
   const canvas = document.createElement('canvas');

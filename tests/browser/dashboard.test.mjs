@@ -105,8 +105,8 @@ async function v1_checks(page, base, flags) {
 
   // Clicking a head opens the enlarged view; Escape closes it.
   await page.locator(HEAD(0)).click();
-  check(await page.locator('#zoom[open] canvas').count() === 1, 'clicking a head opens the enlarged map');
-  const zoom_tip = await hover_cell(page, '#zoom[open] canvas', it, animal);
+  check(await page.locator('#zoom[open] canvas[data-view="zoom"]').count() === 1, 'clicking a head opens the enlarged map');
+  const zoom_tip = await hover_cell(page, '#zoom[open] canvas[data-view="zoom"]', it, animal);
   check(tooltip_weight(zoom_tip) === att[0][it][animal].toFixed(4) && await page.isVisible('#tooltip'),
     `the enlarged map's tooltip shows ${att[0][it][animal].toFixed(4)}`, zoom_tip);
   await page.keyboard.press('Escape');

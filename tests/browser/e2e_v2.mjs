@@ -137,7 +137,7 @@ export async function v2_checks(page, base, c) {
     'clicking layer 2, head 1 opens that head\'s map');
     const it = tokens.indexOf('it');
     const animal = tokens.indexOf('animal');
-    const zt = await hover_cell(page, '#zoom[open] canvas', it, animal);
+    const zt = await hover_cell(page, '#zoom[open] canvas[data-view="zoom"]', it, animal);
     const want = L?.[2]?.attention?.[1]?.[it]?.[animal]?.toFixed(4);
     check(tooltip_weight(zt) === want, `the enlarged map shows layer 2's weight ${want}`, zt);
     await page.keyboard.press('Escape');

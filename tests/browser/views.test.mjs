@@ -56,7 +56,7 @@ async function model_checks(page, stub) {
   await page.locator('#model-grid canvas[data-layer="1"][data-head="1"]').click();
   check(await page.locator('#zoom[open]').count() === 1 && await page.getAttribute('#zoom', 'data-layer') === '1' &&
     await page.getAttribute('#zoom', 'data-head') === '1', 'clicking layer 1, head 1 opens its map');
-  const zt = await hover_cell(page, '#zoom[open] canvas', 3, 2);
+  const zt = await hover_cell(page, '#zoom[open] canvas[data-view="zoom"]', 3, 2);
   const want = ans.layers[1].attention[1][3][2].toFixed(4);
   check(tooltip_weight(zt) === want && zt.includes('\u201ccat\u201d'), `the enlarged map shows layer 1's weight ${want}`, zt);
   await page.keyboard.press('Escape');
@@ -451,6 +451,16 @@ async function limit_checks(page, stub, base, flags) {
   await page.goto(`${base}/`);
 }
 
+// Fraction of the zoom dialog's colour bar that is not blank.
+function plot_variety_of_legend(page) {
+  return page.locator('#zoom-legend').evaluate((c) => {
+    const px = c.getContext('2d').getImageData(0, 0, c.width, Math.round(c.height / 3)).data;
+    let coloured = 0;
+    for (let k = 0; k < px.length; k += 4) if (px[k + 3] > 0) coloured++;
+    return coloured / (px.length / 4);
+  });
+}
+
 // Small things a reader relies on: controls whose text shows whole,
 // numbers that do not round to zero, labels that say what a map is.
 async function label_checks(page, stub) {
@@ -473,6 +483,27 @@ async function label_checks(page, stub) {
   check(/3 decades/.test(await page.textContent('#scale-mode-note')), 'the note under Colour scale says what the chosen scale does');
   await page.selectOption('#scale-mode', 'auto');
   check(/square root from 48 keys/.test(await page.textContent('#scale-mode-note')), 'and for Automatic, its rule');
+
+  // The enlarged map and the rollout are captioned like the others.
+  await run_page(page, true);
+  const head_cap = await page.locator('#head-maps figure.map figcaption').first().textContent();
+  await page.locator(HEAD(0)).click();
+  const zoom_cap = await page.textContent('#zoom-caption');
+  check(/scale 0 to \d\.\d{3}$/.test(zoom_cap) && head_cap.endsWith(zoom_cap) &&
+    await page.getAttribute('#zoom-legend', 'data-scale') === 'max' && await plot_variety_of_legend(page) > 0.3,
+  'the enlarged map has the head\'s scale caption and a colour bar', `${zoom_cap} | ${head_cap}`);
+  await page.keyboard.press('Escape');
+  await set_form(page, { mask: 'causal' });
+  await run_page(page, true);
+  await page.locator(HEAD(1)).click();
+  check(await page.textContent('#zoom-caption') === 'each row 0 to its maximum' &&
+    await page.getAttribute('#zoom-legend', 'data-scale') === 'row', 'a causal map enlarged: "each row 0 to its maximum"');
+  await page.keyboard.press('Escape');
+  await set_form(page, { mask: 'none' });
+  await paste_and_run(page, layers_request(3));
+  const roll_cap = await page.locator('#rollout-card figcaption').textContent().catch(() => '');
+  check(/^Rollout \u00b7 scale 0 to \d\.\d{3}$/.test(roll_cap), 'the rollout map has a scale caption', roll_cap);
+  await page.check('#source-generate');
 }
 
 async function hidpi_checks(base) {
