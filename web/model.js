@@ -29,6 +29,21 @@ export function render_model(layer_maps, on_pick) {
   grid.style.setProperty('--thumb', `${side}px`);
   $('model-caption').textContent = `${plural(L, 'layer')} \u00d7 ${plural(h, 'head')}, each map scaled 0 to its own maximum. ` +
     'Click a map to draw that layer below and enlarge the head.';
+  // Column labels: which head each column is.
+  const header = document.createElement('div');
+  header.className = 'model-row model-header';
+  const corner = document.createElement('span');
+  corner.className = 'model-label';
+  corner.textContent = 'head';
+  header.append(corner);
+  for (let i = 0; i < h; i++) {
+    const cell = document.createElement('span');
+    cell.className = 'model-head';
+    cell.dataset.head = String(i);
+    cell.textContent = String(i);
+    header.append(cell);
+  }
+  grid.append(header);
   for (let l = 0; l < L; l++) {
     const row = document.createElement('div');
     row.className = 'model-row';

@@ -501,6 +501,13 @@ async function label_checks(page, stub) {
   await page.keyboard.press('Escape');
   await set_form(page, { mask: 'none' });
   await paste_and_run(page, layers_request(3));
+  const columns = await page.evaluate(() => [...document.querySelectorAll('#model-grid .model-head')].map((el) => {
+    const r = el.getBoundingClientRect();
+    const t = document.querySelector(`#model-grid canvas[data-layer="0"][data-head="${el.dataset.head}"]`).getBoundingClientRect();
+    return { text: el.textContent, centre: r.left + r.width / 2, from: t.left, to: t.right };
+  }));
+  check(columns.length === 2 && columns.every((c, i) => c.text === String(i) && c.centre > c.from && c.centre < c.to),
+    'the model grid labels its head columns, each over its thumbnails', JSON.stringify(columns));
   const roll_cap = await page.locator('#rollout-card figcaption').textContent().catch(() => '');
   check(/^Rollout \u00b7 scale 0 to \d\.\d{3}$/.test(roll_cap), 'the rollout map has a scale caption', roll_cap);
   await page.check('#source-generate');
