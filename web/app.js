@@ -11,7 +11,7 @@ import { effective_request, uneven_rows, mask_reader } from './masks.js';
 import { with_refs, remember, forget_all } from './store.js';
 import { judge_generated, judge_json, judge_body, advice_for } from './limits.js';
 import { render_heads, draw_line_heads, redraw_lines, attach_lines, open_zoom, download,
-  hide_tooltip } from './views.js';
+  hide_tooltip, LINE_HEADS } from './views.js';
 import { render_model } from './model.js';
 import { render_neuron } from './neuron.js';
 
@@ -325,7 +325,7 @@ async function run(event) {
   state.layer = 0;
   state.batch = 0;
   state.focus = null;
-  state.line_heads = new Set(Array.from({ length: Math.min(att.heads, 12) }, (_, i) => i));
+  state.line_heads = new Set(Array.from({ length: Math.min(att.heads, LINE_HEADS) }, (_, i) => i));
   $('export-json').disabled = false;
   $('results').hidden = false;
   const t0 = performance.now();

@@ -330,9 +330,16 @@ export function open_zoom(title, values, hidden, head, file) {
 
 // -- token view ------------------------------------------------------------------
 
+// Heads the token view draws when an answer arrives: more lines than this
+// from one token no longer read apart. The others are a tick away.
+export const LINE_HEADS = 12;
+
 export function draw_line_heads() {
   const box = $('line-heads');
   box.querySelectorAll('label').forEach((l) => l.remove());
+  const h = state.maps.length;
+  box.querySelector('legend').textContent = h > LINE_HEADS
+    ? `Heads drawn (the first ${LINE_HEADS} of ${h} at first; tick others to add them)` : 'Heads drawn';
   for (let i = 0; i < state.maps.length; i++) {
     const label = document.createElement('label');
     const cb = document.createElement('input');

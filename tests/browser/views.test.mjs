@@ -484,6 +484,16 @@ async function label_checks(page, stub) {
   await page.selectOption('#scale-mode', 'auto');
   check(/square root from 48 keys/.test(await page.textContent('#scale-mode-note')), 'and for Automatic, its rule');
 
+  // The token view draws 12 heads of 16 at first, and says so.
+  check(await page.textContent('#line-heads legend') === 'Heads drawn', '4 heads: the token view draws them all');
+  await set_form(page, { heads: 16, 'kv-heads': 4 });
+  await run_page(page, true);
+  const drawn = await page.locator('#line-heads input:checked').count();
+  const legend = await page.textContent('#line-heads legend');
+  check(drawn === 12 && /the first 12 of 16 at first; tick others to add them/.test(legend),
+    '16 heads: the token view draws the first 12 and its legend says so', `${drawn} ${legend}`);
+  await set_form(page, { heads: 4, 'kv-heads': 4 });
+
   // The enlarged map and the rollout are captioned like the others.
   await run_page(page, true);
   const head_cap = await page.locator('#head-maps figure.map figcaption').first().textContent();
