@@ -203,7 +203,15 @@ async function store_checks(page, stub) {
   // The store forgets w_k: 422 unknown_ref, then the page sends it inline.
   stub.forget(ref_of(first.w_k));
   const before = stub.bodies.length;
+  // Chromium logs the 422 itself ("Failed to load resource"), which no
+  // script can silence; the page must add nothing of its own.
+  const logged = [];
+  const on_console = (m) => logged.push(`${m.type()}: ${m.text()}`);
+  page.on('console', on_console);
   await run_page(page, true, { posts: 2 });
+  page.off('console', on_console);
+  check(logged.length === 1 && /^error: Failed to load resource: the server responded with a status of 422/.test(logged[0]),
+    'the retry logs nothing but the browser\'s own line for the 422', logged.join(' | '));
   const tries = stub.bodies.slice(before).map((b) => JSON.parse(b));
   check(tries.length === 2 && tries[0].w_k?.ref && Array.isArray(tries[1].w_k) && tries[1].store === true &&
     Array.isArray(tries[1].w_q), 'on 422 unknown_ref the page re-sends the request inline with store: true',
