@@ -274,41 +274,43 @@ class Client:
         use_refs = self.use_refs and self._store_ok
         body = self._body(top, layers, use_refs)
         try:
-            doc = self._request_json("POST", "/attend", body,
-                                     "application/json")
+            doc = self._post_body(body)
         except Error as e:
             if e.code != "unknown_ref":
                 raise
-            # The store lost a tensor (a restart, an eviction): upload the
-            # weights again and send by ref, as on a first call, so that
-            # the next call finds them too; if the store loses them again
-            # at once (replicas that do not share one, a store too small),
-            # the very same request inline. The answer is the same.
-            self._refs_lost()
-            doc = None
-            if self.use_refs and self._store_ok:
-                with self._lock:
-                    self.stats["ref_retries"] += 1
-                body = self._body(top, layers, True)
-                try:
-                    doc = self._request_json("POST", "/attend", body,
-                                             "application/json")
-                except Error as e2:
-                    if e2.code != "unknown_ref":
-                        raise
-                    self._refs_lost()
-            if doc is None:
-                with self._lock:
-                    self.stats["inline_retries"] += 1
-                body = self._body(top, layers, False)
-                doc = self._request_json("POST", "/attend", body,
-                                         "application/json")
+            doc = self._resend(top, layers)
         else:
             # refs that held from an earlier call: the store keeps them
             if use_refs and b'"ref"' in body:
                 with self._lock:
                     self._ref_failures = 0
         return Result.from_json(doc)
+
+    def _post_body(self, body: bytes) -> Dict[str, Any]:
+        return self._request_json("POST", "/attend", body,
+                                  "application/json")
+
+    def _resend(self, top: Dict[str, Any],
+                layers: Optional[List[Mapping[str, Any]]]) -> Dict[str, Any]:
+        """After unknown_ref (the store lost a tensor: a restart, an
+        eviction): uploads the weights again and sends the request by ref,
+        as on a first call, so that the next call finds them too; if the
+        store loses them again at once (replicas that do not share one, a
+        store too small), the very same request inline. The answer is the
+        same."""
+        self._refs_lost()
+        if self.use_refs and self._store_ok:
+            with self._lock:
+                self.stats["ref_retries"] += 1
+            try:
+                return self._post_body(self._body(top, layers, True))
+            except Error as e:
+                if e.code != "unknown_ref":
+                    raise
+                self._refs_lost()
+        with self._lock:
+            self.stats["inline_retries"] += 1
+        return self._post_body(self._body(top, layers, False))
 
     def _refs_lost(self) -> None:
         """After unknown_ref: forgets what the store was believed to hold;
