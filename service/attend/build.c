@@ -8,6 +8,7 @@
 #include "attend/parse.h"
 #include "json/text.h"
 
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,6 +394,21 @@ int codec__build(codec__fields *f, codec_request *req, codec_error *err)
     return 0;
 }
 
+/* The tensors inside the score rules' objects, by their names in
+ * meta.refs, and the field of the object that holds each. */
+static const struct {
+    const char *name;
+    size_t offset;
+    int object;
+} codec__nested[] = {
+    {"rope.inv_freq", offsetof(codec__fields, rope.inv_freq), F_ROPE},
+    {"alibi.slopes", offsetof(codec__fields, alibi.slopes), F_ALIBI},
+    {"qk_norm.q_weight", offsetof(codec__fields, qk_norm.q_weight),
+     F_QK_NORM},
+    {"qk_norm.k_weight", offsetof(codec__fields, qk_norm.k_weight),
+     F_QK_NORM},
+};
+
 /* The float-valued tensor fields of f, as the field table lists them,
  * then the tensors inside the score rules' objects: their names, arrays
  * and whether they are the top level's (shared). At most CODEC__STORED. */
@@ -409,18 +425,12 @@ static size_t codec__float_arrays(codec__fields *f, const char **name,
         a[n] = (codec_array *)(void *)((char *)f + codec__slots[id].offset);
         shared[n++] = f->shared[id];
     }
-    name[n] = "rope.inv_freq";
-    a[n] = &f->rope.inv_freq;
-    shared[n++] = f->shared[F_ROPE];
-    name[n] = "alibi.slopes";
-    a[n] = &f->alibi.slopes;
-    shared[n++] = f->shared[F_ALIBI];
-    name[n] = "qk_norm.q_weight";
-    a[n] = &f->qk_norm.q_weight;
-    shared[n++] = f->shared[F_QK_NORM];
-    name[n] = "qk_norm.k_weight";
-    a[n] = &f->qk_norm.k_weight;
-    shared[n++] = f->shared[F_QK_NORM];
+    for (id = 0; id < (int)(sizeof codec__nested / sizeof codec__nested[0]);
+         id++) {
+        name[n] = codec__nested[id].name;
+        a[n] = (codec_array *)(void *)((char *)f + codec__nested[id].offset);
+        shared[n++] = f->shared[codec__nested[id].object];
+    }
     return n;
 }
 
