@@ -146,19 +146,32 @@ def unquote(cell):
     return cell.split()[0] if cell.split() else ""
 
 
+def checked_table(path, heading, cells):
+    """The rows of the table under `## heading` in path with at least
+    `cells` cells (1: any); a problem for each shorter row, and for a
+    missing table, then None."""
+    rows = section_table(path, heading)
+    if not rows:
+        problem("%s: no table under '## %s'" % (path, heading))
+        return None
+    kept = []
+    for row in rows:
+        if len(row) < cells:
+            problem("%s %s: a row with %d cells, want %d: %s" %
+                    (path, heading.lower(), len(row), cells, " | ".join(row)))
+        else:
+            kept.append(row)
+    return kept
+
+
 def check_options(binary, ops):
     since = len(problems)
     have = help_options(binary)
-    rows = section_table(ops, "Options")
-    if not rows:
-        problem("%s: no table under '## Options'" % ops)
+    rows = checked_table(ops, "Options", 4)
+    if rows is None:
         return
     doc = {}
     for cells in rows:
-        if len(cells) < 4:
-            problem("%s options: a row with %d cells, want 4: %s" %
-                    (ops, len(cells), " | ".join(cells)))
-            continue
         name = unquote(cells[0])
         if not name.startswith("--"):
             problem("%s options: first cell %r is not an --option" %
@@ -193,9 +206,8 @@ def check_options(binary, ops):
 def check_metrics(binary, ops):
     since = len(problems)
     exposed = exposed_metrics(binary)
-    rows = section_table(ops, "Metrics")
-    if not rows:
-        problem("%s: no table under '## Metrics'" % ops)
+    rows = checked_table(ops, "Metrics", 1)
+    if rows is None:
         return
     doc = {}
     for cells in rows:
@@ -233,16 +245,11 @@ def check_errors(root):
     if not have:
         problem("service/errors.h: no X(NAME, status, \"code\") rows")
         return
-    rows = section_table(api, "Errors")
-    if not rows:
-        problem("%s: no table under '## Errors'" % api)
+    rows = checked_table(api, "Errors", 3)
+    if rows is None:
         return
     doc = {}
     for cells in rows:
-        if len(cells) < 3:
-            problem("%s errors: a row with %d cells, want 3: %s" %
-                    (api, len(cells), " | ".join(cells)))
-            continue
         doc.setdefault(unquote(cells[1]), []).append(cells)
     for code, statuses in sorted(have.items()):
         if code not in doc:
