@@ -343,18 +343,18 @@ static int codec__alibi_member(void *ctx, int key, codec_reader *r,
  * inside); else 0, r->p unmoved. */
 static int codec__empty_array(codec_reader *r)
 {
-    const char *q = r->p;
+    const char *at = r->p;
 
-    if (q >= r->end || *q != '[')
+    if (r->p >= r->end || *r->p != '[')
         return 0;
-    for (q++; q < r->end && (*q == ' ' || *q == '\t' || *q == '\n' ||
-                             *q == '\r');
-         q++)
-        ;
-    if (q >= r->end || *q != ']')
-        return 0;
-    r->p = q + 1;
-    return 1;
+    r->p++;
+    codec_json_ws(r);
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        return 1;
+    }
+    r->p = at;
+    return 0;
 }
 
 /* Parses the value of field `id` at r->p into f; ptr is its pointer. */
