@@ -7,6 +7,10 @@
 #                    has every code and status of service/errors.h; every
 #                    relative link in README.md and docs/*.md reaches an
 #                    existing file (and heading)
+#   make screenshot  docs/img/dashboard.png, the README's picture, taken anew
+#                    from the dashboard's default request in headless
+#                    chromium (tests/docs/screenshot.mjs); not part of
+#                    `make test`
 #
 # python3 stdlib only (tests/docs/check_docs.py); attnd is started on a free
 # loopback port and stopped with SIGTERM.
@@ -14,7 +18,10 @@
 DOCS_PY := /usr/bin/python3
 TEST_TARGETS += test-docs
 
-.PHONY: test-docs
+.PHONY: test-docs screenshot
 
 test-docs: $(BUILD)/attnd
 	$(DOCS_PY) tests/docs/check_docs.py --attnd $(BUILD)/attnd
+
+screenshot: $(BUILD)/attnd web-npm
+	ATTND_BIN=$(abspath $(BUILD)/attnd) node tests/docs/screenshot.mjs

@@ -1,9 +1,9 @@
 // screenshot.mjs: the README's dashboard picture. Starts ATTND_BIN on a free
 // loopback port, runs the page's default request in Debian's headless
-// chromium (playwright-core from tests/browser: `npm ci` there first) and
-// saves the maps' part of the page to OUT (default docs/img/dashboard.png).
+// chromium (playwright-core from tests/browser) and saves the maps' part of
+// the page to OUT (default docs/img/dashboard.png).
 //
-//   ATTND_BIN=build/attnd node tests/docs/screenshot.mjs
+//   make screenshot
 
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -37,7 +37,8 @@ try {
   }
   context = await chromium.launchPersistentContext(dir, {
     executablePath: CHROMIUM, headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--no-first-run'],
     viewport: { width: 1280, height: 900 },
   });
   const page = context.pages()[0] ?? await context.newPage();
