@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int codec__ref_resolve(void *ctx, const char *ref, size_t len,
@@ -16,18 +17,21 @@ static int codec__ref_resolve(void *ctx, const char *ref, size_t len,
     store *s = ctx;
     unsigned char hash[32];
     const store_tensor *t;
-    char shown[80];
-    size_t i, n = 0;
+    char *shown;
+    size_t i;
 
     if (store_ref_parse(ref, len, hash) != 0) {
-        for (i = 0; i < len && n + 4 < sizeof shown && i < 72; i++)
-            shown[n++] = ((unsigned char)ref[i] >= 0x20 &&
-                          (unsigned char)ref[i] < 0x7F && ref[i] != '"')
-                             ? ref[i] : '?';
-        shown[n] = '\0';
+        /* a ref's 71 bytes and a few more */
+        shown = codec_json_quote(ref, len, 80);
+        if (shown == NULL) {
+            codec_error_set(err, ERRORS_UNAVAILABLE, NULL,
+                            "out of memory while parsing the request");
+            return -1;
+        }
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                         "%s: expected a ref \"sha256:<64 lowercase hex "
-                        "digits>\", found \"%s\"", ptr, shown);
+                        "digits>\", found %s", ptr, shown);
+        free(shown);
         return -1;
     }
     t = store_get(s, hash);

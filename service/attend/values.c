@@ -25,22 +25,6 @@ void codec__parse_oom(codec_error *err)
                     "out of memory while parsing the request");
 }
 
-/* Copies request text into a message safely: printable ASCII, at most 40
- * characters, anything else as '?'. */
-static void codec__quote(const char *s, size_t len, char *out, size_t cap)
-{
-    size_t i, n = 0;
-    for (i = 0; i < len && n + 4 < cap && i < 40; i++) {
-        unsigned char c = (unsigned char)s[i];
-        out[n++] = (c >= 0x20 && c < 0x7F && c != '"') ? (char)c : '?';
-    }
-    if (i < len && n + 4 < cap) {
-        memcpy(out + n, "...", 3);
-        n += 3;
-    }
-    out[n] = '\0';
-}
-
 static int codec__is_number(const codec_reader *r)
 {
     return r->p < r->end &&
@@ -76,7 +60,7 @@ static int codec__enum(codec_reader *r, const char *ptr,
     char *unesc;
     size_t len, n = 0;
     int i;
-    char q[64], expect[160];
+    char *q, expect[160];
 
     for (i = 0; names[i] != NULL; i++)
         n += (size_t)snprintf(expect + n, sizeof expect - n, "%s\"%s\"",
@@ -97,10 +81,15 @@ static int codec__enum(codec_reader *r, const char *ptr,
         *out = i;
         return 0;
     }
-    codec__quote(s, len, q, sizeof q);
+    q = codec_json_quote_key(s, len);
     free(unesc);
+    if (q == NULL) {
+        codec__parse_oom(err);
+        return -1;
+    }
     codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
-                    "%s: expected %s, found \"%s\"", ptr, expect, q);
+                    "%s: expected %s, found %s", ptr, expect, q);
+    free(q);
     return -1;
 }
 

@@ -347,11 +347,16 @@ void codec_json_pointer(char *buf, size_t cap, const char *where,
 /* Most bytes of a key codec_json_quote_key shows. */
 #define CODEC_QUOTE_KEY_MAX 64
 
-/* key[0..len) as a JSON string, quotes included, for a message: written
- * by text_json_string (quotes and control characters escaped, UTF-8 as it
- * is), its first CODEC_QUOTE_KEY_MAX bytes at most (cut at a character
- * boundary, then "..." after the closing quote). Returns a malloc'd string
- * the caller frees, or NULL when out of memory. */
+/* s[0..len) (well-formed UTF-8) as a JSON string, quotes included, for
+ * a message that shows request text: written by text_json_string (quotes
+ * and control characters escaped, UTF-8 as it is), its first max bytes at
+ * most (cut at a character boundary, then "..." after the closing quote).
+ * Returns a malloc'd string the caller frees, or NULL when out of
+ * memory. */
+char *codec_json_quote(const char *s, size_t len, size_t max);
+
+/* codec_json_quote of a key (or any short value), at most
+ * CODEC_QUOTE_KEY_MAX bytes of it. */
 char *codec_json_quote_key(const char *key, size_t len);
 
 /* Skips one value of any kind, validating its syntax. Returns 0 or -1. */

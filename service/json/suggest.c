@@ -109,13 +109,18 @@ void codec_json_pointer(char *buf, size_t cap, const char *where,
     buf[n] = '\0';
 }
 
-char *codec_json_quote_key(const char *key, size_t len)
+char *codec_json_quote(const char *s, size_t len, size_t max)
 {
     text_buf t = TEXT_BUF_INIT;
-    size_t keep = codec__utf8_prefix(key, len, CODEC_QUOTE_KEY_MAX);
+    size_t keep = codec__utf8_prefix(s, len, max);
 
-    text_json_string(&t, key, keep);
+    text_json_string(&t, s, keep);
     if (keep < len)
         text_puts(&t, "...");
     return text_take(&t, NULL);
+}
+
+char *codec_json_quote_key(const char *key, size_t len)
+{
+    return codec_json_quote(key, len, CODEC_QUOTE_KEY_MAX);
 }

@@ -328,10 +328,10 @@ static int codec__tensor_ref_member(codec_reader *r, const char *ptr,
 static int codec__tensor_dtype(codec_reader *r, const char *ptr,
                                codec__tobj *t, codec_error *err)
 {
-    char path[300], q[40];
+    char path[300];
     const char *v, *text;
-    char *dec;
-    size_t vl, k;
+    char *dec, *q;
+    size_t vl;
     int ve, ok;
 
     snprintf(path, sizeof path, "%s/dtype", ptr);
@@ -346,20 +346,21 @@ static int codec__tensor_dtype(codec_reader *r, const char *ptr,
     /* decoded, so "float\u0033\u0032" counts as "float32" */
     dec = ve ? codec_json_unescape(v, vl, &vl) : NULL;
     text = dec ? dec : v;
-    ok = vl == 7 && memcmp(text, "float32", 7) == 0;
-    for (k = 0; k < vl && k + 4 < sizeof q; k++)
-        q[k] = ((unsigned char)text[k] >= 0x20 &&
-                (unsigned char)text[k] < 0x7F && text[k] != '"')
-                   ? text[k] : '?';
-    q[k] = '\0';
-    free(dec);
     if (ve && dec == NULL) {
         codec__oom(err);
         return -1;
     }
+    ok = vl == 7 && memcmp(text, "float32", 7) == 0;
+    q = ok ? NULL : codec_json_quote_key(text, vl);
+    free(dec);
     if (!ok) {
+        if (q == NULL) {
+            codec__oom(err);
+            return -1;
+        }
         codec_error_set(err, ERRORS_INVALID_REQUEST, path,
-                        "%s: expected \"float32\", found \"%s\"", path, q);
+                        "%s: expected \"float32\", found %s", path, q);
+        free(q);
         return -1;
     }
     t->have_dtype = 1;

@@ -1477,6 +1477,11 @@ static const struct err_case {
      "/encoding", "found \"hex\""},
     {"{" X2 "," W2 ",\"mask\":true}", ERRORS_INVALID_REQUEST, "/mask",
      "found a boolean"},
+    /* the value as sent, UTF-8 kept, quotes and controls escaped */
+    {"{" X2 "," W2 ",\"mask\":\"caus\xc3\xa9\"}", ERRORS_INVALID_REQUEST,
+     "/mask", "found \"caus\xc3\xa9\""},
+    {"{" X2 "," W2 ",\"mask\":\"c\\\"a\\u0000l\"}", ERRORS_INVALID_REQUEST,
+     "/mask", "found \"c\\\"a\\u0000l\""},
     {"{" X2 "," W2 ",\"mask\":\"caus\\u0061l\",\"num_heads\":3}",
      ERRORS_INVALID_REQUEST, "/w_q/0", "multiple of num_heads = 3"},
     {"{" X2 "," W2 ",\"num_heads\":1e300}", ERRORS_TOO_LARGE, "",
@@ -1541,6 +1546,9 @@ static const struct err_case {
     {"{\"x\":{\"dtype\":\"float64\",\"shape\":[1,2],\"data\":\"AAAAAAAAAAAA\"},"
      W2 "}", ERRORS_INVALID_REQUEST, "/x/dtype",
      "expected \"float32\", found \"float64\""},
+    {"{\"x\":{\"dtype\":\"fl\xc3\xb6" "at32\",\"shape\":[1,2],"
+     "\"data\":\"AAAAAAAAAAA=\"}," W2 "}", ERRORS_INVALID_REQUEST, "/x/dtype",
+     "found \"fl\xc3\xb6" "at32\""},
     {"{\"x\":{\"dtype\":\"float32\",\"shape\":[2],\"data\":\"AAAAAAAAAAA=\"},"
      W2 "}", ERRORS_INVALID_REQUEST, "/x/shape",
      "found a shape of rank 1"},

@@ -460,11 +460,15 @@ START_TEST(test_v2_refs_equal_inline)
         ck_assert_msg(r.status == 200, "%s", r.body);
         ts_response_free(&r);
         free(body);
-        json_object_set_new(bad, "w_k", json_pack("{s:s}", "ref", "sha256:xyz"));
+        /* the malformed ref is shown as sent, UTF-8 and all */
+        json_object_set_new(bad, "w_k",
+                            json_pack("{s:s}", "ref", "sha256:xyz\xc3\xa9"));
         body = tv_dump(bad);
         tv_post(port, "/attend", body, &r);
         ts_assert_error(&r, 422, "invalid_request");
         ck_assert_ptr_nonnull(strstr(r.body, "\"/w_k\""));
+        ck_assert_msg(strstr(r.body, "found \\\"sha256:xyz\xc3\xa9\\\"") != NULL,
+                      "%s", r.body);
         ts_response_free(&r);
         free(body);
         json_object_set_new(
