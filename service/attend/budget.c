@@ -7,7 +7,8 @@
  * to --max-flops; the contract's flops (over the whole n x m) go to
  * meta.flops. A request of many narrow heads (h = 128, d_k = 1) has few
  * flops but costs its exponentials, and a windowed request over a long
- * sequence has many contract flops but costs only its band.
+ * sequence has many contract flops but costs only its band. value_norms
+ * adds its own products (codec__value_norms_cost).
  *
  * Memory: the library's workspace (attn_workspace_bytes: projections,
  * packed keys and values, score tiles) plus the results this request keeps
@@ -39,6 +40,25 @@ static uint64_t codec__result_bytes(const codec_request *req)
     return bytes;
 }
 
+/* Adds to *cost the work of value_norms: for each head and key, V_j[b]
+ * times the head's d_v rows of W_O (multiply-adds times two) and the
+ * squares of the d_out values, or the squares of V_j[b] alone. This is
+ * the request's largest part when a few queries meet many keys and a wide
+ * W_O (one token against a long memory). Returns 0, or -1 on overflow. */
+static int codec__value_norms_cost(const attn_params *p, uint64_t *cost)
+{
+    const attn_dims *d = &p->dims;
+    uint64_t per_key = p->w_o ? 2 * (uint64_t)d->d_v * d->d_out + 2 * d->d_out
+                              : 2 * (uint64_t)d->d_v,
+             w;
+
+    return __builtin_mul_overflow((uint64_t)d->B * d->h, d->m, &w) ||
+                   __builtin_mul_overflow(w, per_key, &w) ||
+                   __builtin_add_overflow(*cost, w, cost)
+               ? -1
+               : 0;
+}
+
 int codec__budget(codec_request *req, const limits_config *lim,
                   codec_error *err)
 {
@@ -52,15 +72,21 @@ int codec__budget(codec_request *req, const limits_config *lim,
         rc = attn_param_count(p, &req->params);
     if (rc == ATTN_OK)
         rc = attn_cost(p, &cost);
+    if (rc == ATTN_OK && req->want_value_norms &&
+        codec__value_norms_cost(p, &cost) != 0)
+        rc = ATTN_EOVERFLOW;
     if (rc == ATTN_EOVERFLOW || (rc == ATTN_OK && cost > lim->max_flops)) {
         if (rc == ATTN_OK)
             codec_error_set(err, ERRORS_TOO_LARGE, NULL,
                             "the request needs %llu units of work (flops "
                             "over the visible pairs, plus %d a softmax "
-                            "exponential and %d a query row of a head); the "
-                            "limit --max-flops (ATTND_MAX_FLOPS) is %llu",
+                            "exponential and %d a query row of a head%s); "
+                            "the limit --max-flops (ATTND_MAX_FLOPS) is %llu",
                             (unsigned long long)cost, ATTN_COST_EXP,
                             ATTN_COST_ROW,
+                            req->want_value_norms
+                                ? ", and value_norms' products"
+                                : "",
                             (unsigned long long)lim->max_flops);
         else
             codec_error_set(err, ERRORS_TOO_LARGE, NULL,

@@ -1918,6 +1918,48 @@ START_TEST(test_codec_limits)
 }
 END_TEST
 
+/* value_norms' products (each key's value through each head's rows of
+ * W_O) count against --max-flops: one query against many keys and a wide
+ * W_O costs little else, and took seconds past the limit. */
+START_TEST(test_codec_limits_value_norms_work)
+{
+    sbuf b = TEXT_BUF_INIT, vn = TEXT_BUF_INIT;
+    size_t m = 64, d_out = 512;
+    codec_request *req;
+    limits_config l = lim_default();
+    uint64_t base, want;
+
+    sb_printf(&b, "{\"x\":[[1,2]],\"memory\":[");
+    for (size_t c = 0; c < m; c++)
+        sb_printf(&b, "%s[1,%zu]", c ? "," : "", c);
+    sb_printf(&b, "],\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
+                  "\"w_v\":[[1,0],[0,1]],\"w_o\":[");
+    for (size_t r = 0; r < 2; r++) {
+        sb_printf(&b, "%s[", r ? "," : "");
+        for (size_t c = 0; c < d_out; c++)
+            sb_printf(&b, "%s0.5", c ? "," : "");
+        sb_printf(&b, "]");
+    }
+    sb_printf(&b, "]}");
+    req = parse_ok(b.data);
+    base = req->cost;
+    codec_request_free(req);
+    sb_printf(&vn, "%.*s,\"value_norms\":true}", (int)(b.len - 1), b.data);
+    req = parse_ok(vn.data);
+    /* B h m (2 d_v d_out + 2 d_out) */
+    want = base + (uint64_t)m * (2 * 2 * d_out + 2 * d_out);
+    ck_assert_uint_eq(req->cost, want);
+    codec_request_free(req);
+    l.max_flops = want - 1;
+    req = parse_ok_lim(b.data, &l);
+    codec_request_free(req);
+    expect_err_lim(vn.data, vn.len, &l, ERRORS_TOO_LARGE, "",
+                   "and value_norms' products");
+    free(b.data);
+    free(vn.data);
+}
+END_TEST
+
 START_TEST(test_codec_limits_maps_before_alloc)
 {
     /* a small body asking for a gigantic map: n = 65536 rows of one value
@@ -2794,6 +2836,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_error_fixtures);
     tcase_add_test(tc, test_codec_limits);
     tcase_add_test(tc, test_codec_limits_maps_before_alloc);
+    tcase_add_test(tc, test_codec_limits_value_norms_work);
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
     tcase_add_test(tc, test_codec_format_layouts_agree);
