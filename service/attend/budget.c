@@ -8,7 +8,8 @@
  * meta.flops. A request of many narrow heads (h = 128, d_k = 1) has few
  * flops but costs its exponentials, and a windowed request over a long
  * sequence has many contract flops but costs only its band. value_norms
- * adds its own products (codec__value_norms_cost).
+ * adds its own products (codec__value_norms_cost), analysis its
+ * logarithms (codec__analysis_cost).
  *
  * Memory: the library's workspace (attn_workspace_bytes: projections,
  * packed keys and values, score tiles) plus the results this request keeps
@@ -59,6 +60,29 @@ static int codec__value_norms_cost(const attn_params *p, uint64_t *cost)
                : 0;
 }
 
+/* Units of work a logarithm of the head figures costs. The figures take,
+ * for each query row, each head's entropy and each pair of heads' Jensen-
+ * Shannon divergence over the row's keys: a logarithm a key, head and pair
+ * of heads, about 2 ns each on the two workers of a 2-core machine, where
+ * a unit of attn_cost takes about 0.02 ns. */
+#define CODEC__COST_LOG 100
+
+/* Adds to *cost the work of analysis: B n m (h + h (h - 1) / 2)
+ * logarithms, the largest part of a request of many heads. Returns 0, or
+ * -1 on overflow. */
+static int codec__analysis_cost(const attn_params *p, uint64_t *cost)
+{
+    const attn_dims *d = &p->dims;
+    uint64_t per_key = (uint64_t)d->h + (uint64_t)d->h * (d->h - 1) / 2, w;
+
+    return __builtin_mul_overflow((uint64_t)d->B * d->n, d->m, &w) ||
+                   __builtin_mul_overflow(w, per_key, &w) ||
+                   __builtin_mul_overflow(w, (uint64_t)CODEC__COST_LOG, &w) ||
+                   __builtin_add_overflow(*cost, w, cost)
+               ? -1
+               : 0;
+}
+
 int codec__budget(codec_request *req, const limits_config *lim,
                   codec_error *err)
 {
@@ -75,6 +99,8 @@ int codec__budget(codec_request *req, const limits_config *lim,
     if (rc == ATTN_OK && req->want_value_norms &&
         codec__value_norms_cost(p, &cost) != 0)
         rc = ATTN_EOVERFLOW;
+    if (rc == ATTN_OK && req->analysis && codec__analysis_cost(p, &cost) != 0)
+        rc = ATTN_EOVERFLOW;
     if (rc == ATTN_EOVERFLOW || (rc == ATTN_OK && cost > lim->max_flops)) {
         if (rc == ATTN_OK)
             codec_error_set(err, ERRORS_TOO_LARGE, NULL,
@@ -84,8 +110,13 @@ int codec__budget(codec_request *req, const limits_config *lim,
                             "the limit --max-flops (ATTND_MAX_FLOPS) is %llu",
                             (unsigned long long)cost, ATTN_COST_EXP,
                             ATTN_COST_ROW,
-                            req->want_value_norms
+                            req->want_value_norms && req->analysis
+                                ? ", and value_norms' products and the "
+                                  "head figures' logarithms"
+                            : req->want_value_norms
                                 ? ", and value_norms' products"
+                            : req->analysis
+                                ? ", and the head figures' logarithms"
                                 : "",
                             (unsigned long long)lim->max_flops);
         else
