@@ -11,17 +11,28 @@
 #                    from the dashboard's default request in headless
 #                    chromium (tests/docs/screenshot.mjs); not part of
 #                    `make test`
+#   make test-openapi  GET /openapi.json is valid OpenAPI 3, and real
+#                    answers of a running attnd (every path and method,
+#                    v1 and v2, the store, layers, every error status it
+#                    can be made to give) validate against it
 #
-# python3 stdlib only (tests/docs/check_docs.py); attnd is started on a free
-# loopback port and stopped with SIGTERM.
+# test-docs: python3 stdlib only (tests/docs/check_docs.py); test-openapi:
+# node and the packages of tests/openapi/package-lock.json (an OpenAPI
+# validator and ajv). Each starts attnd on a free loopback port.
 
 DOCS_PY := /usr/bin/python3
-TEST_TARGETS += test-docs
+TEST_TARGETS += test-docs test-openapi
+DEPS_EXTRA += openapi-npm
 
-.PHONY: test-docs screenshot
+.PHONY: test-docs test-openapi openapi-npm screenshot
 
 test-docs: $(BUILD)/attnd
 	$(DOCS_PY) tests/docs/check_docs.py --attnd $(BUILD)/attnd
 
 screenshot: $(BUILD)/attnd web-npm
 	ATTND_BIN=$(abspath $(BUILD)/attnd) node tests/docs/screenshot.mjs
+openapi-npm: npm-tool
+	$(call npm_ci,tests/openapi,)
+
+test-openapi: $(BUILD)/attnd openapi-npm
+	ATTND_BIN=$(abspath $(BUILD)/attnd) node tests/openapi/check_openapi.mjs
