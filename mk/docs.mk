@@ -4,7 +4,9 @@
 #                    options `attnd --help` prints (variable and default
 #                    included); its metrics table holds every metric a running
 #                    attnd exposes on /metrics; docs/api.md's errors table
-#                    has every code and status of service/errors.h; every
+#                    has every code and status of service/errors.h; the
+#                    requests README.md and docs/api.md show with their
+#                    answers get those answers, to the digits shown; every
 #                    relative link in README.md and docs/*.md reaches an
 #                    existing file (and heading)
 #   make screenshot  docs/img/dashboard.png, the README's picture, taken anew

@@ -15,6 +15,15 @@ stdlib only).
 - Errors: the table under "## Errors" in docs/api.md has a row for every
   code of the error table in service/errors.h (ERRORS_MAP), with each of its
   statuses in the status cell or in the row as "(NNN)", and no other code.
+- Examples: each request of README.md and docs/api.md shown with its
+  answer (a `curl ... -d '{..}'` block, or a JSON request block, followed
+  by a JSON answer block; the request's `localhost:8080` is the fresh
+  attnd's address) is sent, and the answer shown must be what attnd
+  answers: the same keys in the same order, every number to the digits
+  shown (or within 3e-7 * (1 + |x|), the few float32 units in the last
+  place another BLAS may differ by), `...` standing for the
+  rest of its array, `elapsed_ms` any number. A shell comment after a
+  request (`# 201 {...}`) is its expected status and body.
 - Links: every relative link and image in README.md and docs/*.md (outside
   code) points to a file that exists, and a `#fragment` into a Markdown file
   to one of its headings.
@@ -27,6 +36,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -321,6 +331,158 @@ def check_links(root):
     ok("links: %d relative links in %d files" % (count, len(docs)), since)
 
 
+# -- examples --------------------------------------------------------------------
+
+def code_blocks(path):
+    """[(language, text)] of the fenced code blocks of a Markdown file."""
+    out, fence, lang, buf = [], None, "", []
+    with open(path, encoding="utf-8") as f:
+        for line in f.read().split("\n"):
+            m = re.match(r"^\s*(```+)(\w*)", line)
+            if fence:
+                if m and len(m.group(1)) >= len(fence) and not m.group(2):
+                    out.append((lang, "\n".join(buf)))
+                    fence = None
+                else:
+                    buf.append(line)
+            elif m:
+                fence, lang, buf = m.group(1), m.group(2), []
+    return out
+
+
+JSON_TOKEN = re.compile(r'\s*("(?:[^"\\]|\\.)*"|-?\d[\d.eE+-]*|\.\.\.|[][{}:,]|true|false|null)')
+
+
+def json_tokens(text):
+    toks, i = [], 0
+    text = text.strip()
+    while i < len(text):
+        m = JSON_TOKEN.match(text, i)
+        if not m:
+            raise ValueError("cannot read %r" % text[i:i + 20])
+        toks.append(m.group(1))
+        i = m.end()
+        while i < len(text) and text[i].isspace():
+            i += 1
+    return toks
+
+
+def is_number(t):
+    return bool(re.match(r"^-?\d", t))
+
+
+def same_number(shown, got):
+    """got equals the number shown to the digits shown (or within
+    3e-7 * (1 + |x|), the few float32 units in the last place that another
+    BLAS may differ by)."""
+    mant = shown.lower().split("e")[0].lstrip("-")
+    decimals = len(mant.split(".")[1]) if "." in mant else 0
+    exp = int(shown.lower().split("e")[1]) if "e" in shown.lower() else 0
+    half_unit = 0.5 * 10.0 ** (exp - decimals)
+    a, b = float(shown), float(got)
+    return abs(a - b) <= max(half_unit, 3e-7 * (1 + abs(a)))
+
+
+def answer_differs(shown, got):
+    """None when the answer text shown matches the answer got, else where
+    they part."""
+    s, g = json_tokens(shown), json_tokens(got)
+    i = j = 0
+    depth = 0
+    while i < len(s):
+        if s[i] == "...":
+            # the rest of this array, up to its closing bracket
+            d = depth
+            while j < len(g) and not (g[j] in "]}" and depth == d):
+                depth += 1 if g[j] in "[{" else -1 if g[j] in "]}" else 0
+                j += 1
+            if j < len(g) and i + 1 < len(s) and s[i + 1] == ",":
+                i += 1  # "..., ]" is not written, but tolerate it
+            i += 1
+            continue
+        if j >= len(g):
+            return "the answer ends before %s" % " ".join(s[i:i + 5])
+        if i >= 2 and s[i - 2] == '"elapsed_ms"' and is_number(s[i]) and is_number(g[j]):
+            pass
+        elif is_number(s[i]) and is_number(g[j]):
+            if not same_number(s[i], g[j]):
+                return "%s shown, %s answered (after %s)" % (
+                    s[i], g[j], " ".join(s[max(0, i - 6):i]))
+        elif s[i] != g[j]:
+            return "%s shown, %s answered (after %s)" % (
+                s[i], g[j], " ".join(s[max(0, i - 6):i]))
+        depth += 1 if s[i] in "[{" else -1 if s[i] in "]}" else 0
+        i += 1
+        j += 1
+    if j < len(g):
+        return "the answer goes on: %s" % " ".join(g[j:j + 5])
+    return None
+
+
+def doc_examples(path):
+    """[(where, path, request body, content type, status or None, answer
+    text)] of a Markdown file."""
+    blocks = code_blocks(path)
+    out = []
+    name = os.path.basename(path)
+    for k, (lang, text) in enumerate(blocks):
+        nxt = blocks[k + 1] if k + 1 < len(blocks) else ("", "")
+        if lang == "sh" and "curl" in text:
+            m = re.search(r"curl -s localhost:8080(/\S+)(.*?)-d '(.*?)'", text, re.S)
+            if not m:
+                continue
+            ctype = re.search(r"Content-Type: ([^']+)'", m.group(2))
+            c = re.search(r"^# (\d{3}) (.*)$", text[m.end():], re.M)
+            if c:
+                out.append((name, m.group(1), m.group(3), ctype.group(1) if ctype else None,
+                            int(c.group(1)), c.group(2)))
+            elif nxt[0] == "json":
+                out.append((name, m.group(1), m.group(3), ctype.group(1) if ctype else None,
+                            None, nxt[1]))
+        elif lang == "json" and nxt[0] == "json" and '"w_q"' in text and "..." not in text \
+                and text.lstrip().startswith("{"):
+            out.append((name, "/attend", text, "application/json", None, nxt[1]))
+    return out
+
+
+def check_examples(binary, root):
+    since = len(problems)
+    examples = []
+    for doc in ("README.md", os.path.join("docs", "api.md")):
+        examples += doc_examples(os.path.join(root, doc))
+    srv = Attnd(binary, args=["--quiet"])
+    try:
+        for where, path, body, ctype, status, shown in examples:
+            req = urllib.request.Request("http://127.0.0.1:%d%s" % (srv.port, path),
+                                         body.encode(), {"Content-Type": ctype or ""})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    st, got = r.status, r.read().decode("utf-8")
+            except urllib.error.HTTPError as e:
+                st, got = e.code, e.read().decode("utf-8")
+            what = "%s: the example POST %s" % (where, path)
+            if status is not None and st != status:
+                problem("%s answers %d, the text shows %d: %s" % (what, st, status, got[:200]))
+                continue
+            if status is None and st != 200:
+                problem("%s answers %d: %s" % (what, st, got[:200]))
+                continue
+            try:
+                diff = answer_differs(shown, got)
+            except ValueError as e:
+                diff = str(e)
+            if diff:
+                problem("%s: %s" % (what, diff))
+    finally:
+        rc = srv.stop()
+        if rc != 0:
+            problem("attnd exited %r after SIGTERM: %s" % (rc, srv.log_tail()))
+    if not examples:
+        problem("no request examples found in README.md and docs/api.md")
+    ok("examples: %d requests of README.md and docs/api.md answered as shown"
+       % len(examples), since)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--attnd", default="build/attnd")
@@ -330,6 +492,7 @@ def main():
     check_options(args.attnd, ops)
     check_metrics(args.attnd, ops)
     check_errors(args.root)
+    check_examples(args.attnd, args.root)
     check_links(args.root)
     if problems:
         print("docs check: %d problem(s)" % len(problems))
