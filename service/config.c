@@ -112,6 +112,19 @@ static const config__option config__options[] = {
 
 #define CONFIG__N_OPTIONS (sizeof config__options / sizeof config__options[0])
 
+/* The options config_limits publishes: what a client sizes a request by.
+ * --max-in-flight and --max-buffered-bytes bound the server's concurrency
+ * (503), not one request, so they are not among them. */
+static const size_t config__published[] = {
+    CONFIG__LIM(max_body_bytes),  CONFIG__LIM(max_dim),
+    CONFIG__LIM(max_batch),       CONFIG__LIM(max_heads),
+    CONFIG__LIM(max_map_elems),   CONFIG__LIM(max_flops),
+    CONFIG__LIM(max_request_bytes), CONFIG__AT(tensor_store_bytes),
+};
+_Static_assert(sizeof config__published / sizeof config__published[0] <=
+                   CONFIG_LIMITS_MAX,
+               "config_limits promises at most CONFIG_LIMITS_MAX limits");
+
 void config_defaults(config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -514,4 +527,32 @@ void config_resolve(config *cfg)
         size_t n = cfg->limits.max_in_flight ? cfg->limits.max_in_flight : 1;
         cfg->limits.max_request_bytes = mem / 2 / n;
     }
+}
+
+static bool config__is_published(size_t offset)
+{
+    for (size_t i = 0; i < sizeof config__published / sizeof config__published[0];
+         i++)
+        if (config__published[i] == offset)
+            return true;
+    return false;
+}
+
+size_t config_limits(const config *cfg, config_limit *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < CONFIG__N_OPTIONS; i++) {
+        const config__option *o = &config__options[i];
+        if (!config__is_published(o->offset))
+            continue;
+        const char *p = (const char *)cfg + o->offset;
+        /* only sizes are published: a size_t or a uint64_t */
+        uint64_t v = o->kind == CONFIG__U64
+                         ? *(const uint64_t *)(const void *)p
+                         : (uint64_t)*(const size_t *)(const void *)p;
+        if (n < cap)
+            out[n] = (config_limit){.flag = o->flag, .value = v};
+        n++;
+    }
+    return n;
 }

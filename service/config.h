@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "attend/limits_config.h"
@@ -40,6 +41,17 @@ typedef struct config {
     double drain_delay_s;   /* --drain-delay ATTND_DRAIN_DELAY */
     bool healthcheck;       /* --healthcheck: probe a running attnd */
 } config;
+
+/* One limit a client sizes its requests by, as GET /limits publishes it:
+ * the option's flag without its leading "--" ("max-body-bytes", static)
+ * and the value in force. */
+typedef struct config_limit {
+    const char *flag;
+    uint64_t value;
+} config_limit;
+
+/* How many limits config_limits fills at most. */
+#define CONFIG_LIMITS_MAX 16
 
 /* What config_parse asks of its caller. */
 typedef enum config_result {
@@ -82,5 +94,13 @@ size_t config_memory_bytes(void);
  * config_memory_bytes() for the bodies being received, and half of it
  * shared by --max-in-flight requests for each request's working memory. */
 void config_resolve(config *cfg);
+
+/* The limits a client needs to size a request before sending it: each
+ * limit answered with 413 and the tensor store's size (not timeouts or
+ * connection counts), in --help's order, read from cfg, which should be
+ * config_resolve'd so an automatic value is in bytes. Fills out[0..cap)
+ * and returns how many there are (CONFIG_LIMITS_MAX at most); never
+ * fails. */
+size_t config_limits(const config *cfg, config_limit *out, size_t cap);
 
 #endif

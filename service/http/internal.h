@@ -33,6 +33,8 @@ struct server {
     store *store; /* NULL: --tensor-store-bytes 0 */
     guard *guard;
     uint16_t port;
+    char *limits_json; /* GET /limits' body, made at start */
+    size_t limits_len;
     atomic_bool shutting_down; /* /readyz 503 */
     atomic_bool refusing;      /* quiesced: new /attend refused */
     atomic_size_t attend_in_flight; /* slots: bodies complete, not ended */

@@ -24,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -40,6 +41,7 @@
 
 #include "http/assets.h"
 #include "json/json.h"
+#include "json/text.h"
 #include "attend/codec.h"
 #include "errors.h"
 #include "log.h"
@@ -65,6 +67,7 @@ typedef enum http__route {
     HTTP__ROUTE_READYZ,
     HTTP__ROUTE_METRICS,
     HTTP__ROUTE_OPENAPI,
+    HTTP__ROUTE_LIMITS,
     HTTP__ROUTE_ASSET,
     HTTP__ROUTE_TENSORS, /* POST /tensors */
     HTTP__ROUTE_TENSOR   /* GET, HEAD /tensors/<ref> */
@@ -81,7 +84,7 @@ static const http__route_row http__routes[] = {
     {"/attend", HTTP__ROUTE_ATTEND},     {"/healthz", HTTP__ROUTE_HEALTHZ},
     {"/livez", HTTP__ROUTE_LIVEZ},       {"/readyz", HTTP__ROUTE_READYZ},
     {"/metrics", HTTP__ROUTE_METRICS},   {"/openapi.json", HTTP__ROUTE_OPENAPI},
-    {"/tensors", HTTP__ROUTE_TENSORS},
+    {"/tensors", HTTP__ROUTE_TENSORS},   {"/limits", HTTP__ROUTE_LIMITS},
 };
 
 /* GET /tensors/<ref>: matched by this prefix, counted under one label. */
@@ -127,6 +130,9 @@ static enum MHD_Result http__get(http_request *r, struct MHD_Connection *c,
                           "text/plain; version=0.0.4; charset=utf-8", text,
                           len, MHD_RESPMEM_MUST_FREE);
     }
+    case HTTP__ROUTE_LIMITS:
+        return http__send(r, c, 200, "application/json", srv->limits_json,
+                          srv->limits_len, MHD_RESPMEM_PERSISTENT);
     case HTTP__ROUTE_OPENAPI:
     case HTTP__ROUTE_ASSET:
         if (!a)
@@ -452,6 +458,33 @@ static void http__completed(void *cls, struct MHD_Connection *c,
 
 /* -- lifecycle ----------------------------------------------------------- */
 
+/* GET /limits' body, made once: the limits in force never change while the
+ * server runs. Each is keyed by its flag with underscores for dashes
+ * (--max-body-bytes: "max_body_bytes"). Returns a malloc'd string, or NULL
+ * when out of memory. */
+static char *http__limits_json(const config *cfg, size_t *len)
+{
+    config_limit lim[CONFIG_LIMITS_MAX];
+    size_t n = config_limits(cfg, lim, CONFIG_LIMITS_MAX);
+    text_buf t = TEXT_BUF_INIT;
+    text_puts(&t, "{");
+    for (size_t i = 0; i < n; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s", lim[i].flag);
+        for (char *k = key; *k; k++)
+            if (*k == '-')
+                *k = '_';
+        text_printf(&t, "%s\"%s\":%" PRIu64, i ? "," : "", key,
+                    lim[i].value);
+    }
+    text_puts(&t, "}");
+    if (text_failed(&t)) {
+        text_free(&t);
+        return NULL;
+    }
+    return text_take(&t, len);
+}
+
 /* /metrics' connection gauges. */
 static void http__gauges(void *ctx, metrics_gauges *out)
 {
@@ -481,6 +514,13 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&srv->idle, &ca);
     pthread_condattr_destroy(&ca);
+
+    srv->limits_json = http__limits_json(cfg, &srv->limits_len);
+    if (!srv->limits_json) {
+        snprintf(err, err_cap, "out of memory");
+        server_stop(srv);
+        return -1;
+    }
 
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
@@ -650,6 +690,7 @@ void server_stop(server *srv)
     metrics_free(srv->metrics);
     /* after the daemon: no request holds a stored tensor any more */
     store_free(srv->store);
+    free(srv->limits_json);
     pthread_cond_destroy(&srv->idle);
     pthread_mutex_destroy(&srv->mu);
     free(srv);

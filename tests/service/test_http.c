@@ -247,6 +247,8 @@ START_TEST(test_http_wrong_method_405_allow)
         {"DELETE", "/metrics", "GET, HEAD, OPTIONS"},
         {"POST", "/openapi.json", "GET, HEAD, OPTIONS"},
         {"PATCH", "/livez", "GET, HEAD, OPTIONS"},
+        {"POST", "/limits", "GET, HEAD, OPTIONS"},
+        {"PUT", "/limits", "GET, HEAD, OPTIONS"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         ts_response r;
@@ -258,6 +260,148 @@ START_TEST(test_http_wrong_method_405_allow)
         ck_assert_str_eq(allow, rows[i].allow);
         ts_response_free(&r);
     }
+}
+END_TEST
+
+/* -- GET /limits --------------------------------------------------------- */
+
+/* The limits GET /limits publishes, in the order it writes them. */
+static const char *const limit_keys[] = {
+    "max_body_bytes", "max_dim",           "max_batch",
+    "max_heads",      "max_map_elems",     "max_flops",
+    "max_request_bytes", "tensor_store_bytes",
+};
+#define N_LIMIT_KEYS (sizeof limit_keys / sizeof limit_keys[0])
+
+/* GET /limits on p: a 200 JSON object of exactly the limit_keys, each an
+ * integer, in that order; its values in v. */
+static void get_limits(uint16_t p, json_int_t v[N_LIMIT_KEYS])
+{
+    ts_response r;
+    ts_request q = {.path = "/limits"};
+    ts_http(p, &q, &r);
+    ck_assert_msg(r.status == 200, "GET /limits: %ld %s", r.status, r.body);
+    char type[128];
+    ck_assert_str_eq(ts_header(&r, "Content-Type", type, sizeof type),
+                     "application/json");
+    json_error_t je;
+    json_t *j = json_loads(r.body, JSON_PRESERVE_ORDER, &je);
+    ck_assert_msg(json_is_object(j), "GET /limits: %s (%s)", r.body, je.text);
+    ck_assert_uint_eq(json_object_size(j), N_LIMIT_KEYS);
+    size_t i = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach(j, key, val)
+    {
+        ck_assert_str_eq(key, limit_keys[i]);
+        ck_assert_msg(json_is_integer(val), "%s is not an integer", key);
+        v[i++] = json_integer_value(val);
+    }
+    json_decref(j);
+    ts_response_free(&r);
+}
+
+/* A server on the command line args (after "attnd"), on 127.0.0.1:0. */
+static server *start_with_flags(int argc, char **argv)
+{
+    config cfg;
+    ck_assert_int_eq(config_parse(&cfg, argc, argv, stdout, stderr),
+                     CONFIG_RUN);
+    strcpy(cfg.host, "127.0.0.1");
+    cfg.port = 0;
+    cfg.threads = 2;
+    cfg.quiet = true;
+    return ts_start(&cfg);
+}
+
+/* On a server at its defaults, /limits gives the documented defaults and
+ * --max-request-bytes' automatic value resolved to bytes: half the memory
+ * over --max-in-flight (64). */
+START_TEST(test_http_limits_defaults)
+{
+    json_int_t v[N_LIMIT_KEYS];
+    get_limits(port, v);
+    const json_int_t want[N_LIMIT_KEYS] = {
+        67108864, 16384, 256, 128, 16777216, 200000000000LL,
+        (json_int_t)(config_memory_bytes() / 2 / 64), 268435456};
+    for (size_t i = 0; i < N_LIMIT_KEYS; i++)
+        ck_assert_msg(v[i] == want[i], "%s is %lld, expected %lld",
+                      limit_keys[i], (long long)v[i], (long long)want[i]);
+    ck_assert_int_gt(v[6], 0);
+    ck_assert_int_eq(v[6], (json_int_t)server_config(srv)->limits
+                               .max_request_bytes);
+}
+END_TEST
+
+/* /limits gives the values of the flags a server was started with, the
+ * automatic --max-request-bytes sized by the --max-in-flight in force, and
+ * 0 for a store turned off. */
+START_TEST(test_http_limits_follow_flags)
+{
+    char *args[] = {"attnd", "--max-body-bytes", "60000", "--max-dim", "8",
+                    "--max-batch", "3", "--max-heads", "2",
+                    "--max-map-elems=300", "--max-flops", "1000000",
+                    "--max-in-flight", "4", "--max-request-bytes", "auto",
+                    "--tensor-store-bytes", "0"};
+    server *s = start_with_flags((int)(sizeof args / sizeof args[0]), args);
+    json_int_t v[N_LIMIT_KEYS];
+    get_limits(server_port(s), v);
+    const json_int_t want[N_LIMIT_KEYS] = {
+        60000, 8, 3, 2, 300, 1000000,
+        (json_int_t)(config_memory_bytes() / 2 / 4), 0};
+    for (size_t i = 0; i < N_LIMIT_KEYS; i++)
+        ck_assert_msg(v[i] == want[i], "%s is %lld, expected %lld",
+                      limit_keys[i], (long long)v[i], (long long)want[i]);
+    /* with the store off, /limits is still served */
+    ck_assert_int_eq(ts_get_status(server_port(s), "/tensors"), 404);
+    server_stop(s);
+
+    char *fixed[] = {"attnd", "--max-request-bytes", "123456",
+                     "--tensor-store-bytes", "4096"};
+    s = start_with_flags(5, fixed);
+    get_limits(server_port(s), v);
+    ck_assert_int_eq(v[6], 123456);
+    ck_assert_int_eq(v[7], 4096);
+    server_stop(s);
+}
+END_TEST
+
+/* HEAD has GET's headers and no body; OPTIONS is a preflight; each is
+ * counted under the path label /limits. */
+START_TEST(test_http_limits_head_options_metrics)
+{
+    ts_response g, h, o;
+    ts_request qg = {.path = "/limits"};
+    ts_request qh = {.method = "HEAD", .path = "/limits"};
+    ts_request qo = {.method = "OPTIONS", .path = "/limits",
+                     .origin = "https://app.example"};
+    ts_http(port, &qg, &g);
+    ts_http(port, &qh, &h);
+    ts_http(port, &qo, &o);
+    ck_assert_int_eq(h.status, 200);
+    ck_assert_uint_eq(h.len, 0);
+    char len[32], type[64], allow[64];
+    ck_assert_ptr_nonnull(ts_header(&h, "Content-Length", len, sizeof len));
+    ck_assert_uint_eq(strtoull(len, NULL, 10), g.len);
+    ck_assert_str_eq(ts_header(&h, "Content-Type", type, sizeof type),
+                     "application/json");
+    ck_assert_int_eq(o.status, 204);
+    ck_assert_str_eq(ts_header(&o, "Allow", allow, sizeof allow),
+                     "GET, HEAD, OPTIONS");
+    ts_response_free(&g);
+    ts_response_free(&h);
+    ts_response_free(&o);
+    wait_idle(srv);
+    ts_response m;
+    ts_request qm = {.path = "/metrics"};
+    ts_http(port, &qm, &m);
+    ck_assert_double_eq(
+        ts_metric(m.body, "attnd_http_requests_total{path=\"/limits\",status=\"200\"}"),
+        2);
+    ck_assert_double_eq(
+        ts_metric(m.body, "attnd_http_requests_total{path=\"/limits\",status=\"204\"}"),
+        1);
+    ts_response_free(&m);
 }
 END_TEST
 
@@ -1680,6 +1824,9 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_dashboard_served);
     tcase_add_test(t, test_http_unknown_path_404);
     tcase_add_test(t, test_http_wrong_method_405_allow);
+    tcase_add_test(t, test_http_limits_defaults);
+    tcase_add_test(t, test_http_limits_follow_flags);
+    tcase_add_test(t, test_http_limits_head_options_metrics);
     tcase_add_test(t, test_http_attend_needs_json_415);
     tcase_add_test(t, test_http_wildcard_ipv6_host_serves_ipv4_too);
     tcase_add_test(t, test_http_cors_default_any_origin);
