@@ -116,7 +116,7 @@ START_TEST(test_http_openapi_lists_attend)
     ck_assert(json_is_object(json_object_get(json_object_get(paths, "/attend"),
                                              "post")));
     static const char *gets[] = {"/healthz", "/livez", "/readyz", "/metrics",
-                                 "/openapi.json"};
+                                 "/openapi.json", "/limits"};
     for (size_t i = 0; i < sizeof gets / sizeof gets[0]; i++)
         ck_assert_msg(json_is_object(json_object_get(
                           json_object_get(paths, gets[i]), "get")),
