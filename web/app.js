@@ -9,7 +9,7 @@ import { $, state, plural } from './state.js';
 import { resolve_scale } from './scale.js';
 import { effective_request, uneven_rows, mask_reader } from './masks.js';
 import { with_refs, remember, forget_all } from './store.js';
-import { judge_generated, judge_json, judge_body, advice_for } from './limits.js';
+import { judge_generated, judge_json, judge_body, advice_for, load_limits } from './limits.js';
 import { render_heads, draw_line_heads, redraw_lines, attach_lines, open_zoom, download,
   hide_tooltip, LINE_HEADS } from './views.js';
 import { render_model } from './model.js';
@@ -281,8 +281,15 @@ function note_held(keys, ptrs, layered) {
   });
 }
 
+// This server's limits, asked for once at load (init); settles either
+// way, after which document.body.dataset.limits says where they came
+// from: 'server' or 'default'.
+let limits_loaded = Promise.resolve();
+
 async function run(event) {
   event?.preventDefault();
+  // A run started before the limits came would judge it by the defaults.
+  await limits_loaded;
   clear_error();
   let built;
   try {
@@ -587,6 +594,10 @@ function init() {
   attach_lines();
   update_source();
   update_hint();
+  limits_loaded = load_limits().then((from) => {
+    document.body.dataset.limits = from;
+    update_hint();
+  });
 }
 
 init();

@@ -1,11 +1,13 @@
-// limits.js: the service's limits as this page assumes them, a request
-// the page can tell is over one before building it, and a 413's flag said
-// in words a user can act on.
+// limits.js: the service's limits, a request the page can tell is over
+// one before building it, and a 413's flag said in words a user can act
+// on.
 //
-// The service publishes its limits at no endpoint (not /openapi.json, not
-// /metrics), so the page starts from the defaults of docs/operations.md.
-// A 413 names the limit it applied and its value; from then on the page
-// uses that value, and says it is this server's.
+// At load the page asks the service for the limits it applies (GET
+// /limits, load_limits) and says they are this server's. Until it has
+// them, or when the service does not answer (an older attnd: 404), the
+// page assumes the defaults of docs/operations.md and says so. A 413 names
+// the limit it applied and its value; from then on the page uses that
+// value, as this server's, whatever it had before.
 
 const DEFAULTS = {
   '--max-body-bytes': 67108864,
@@ -16,6 +18,29 @@ const DEFAULTS = {
 };
 
 const limits = new Map(Object.entries(DEFAULTS).map(([flag, value]) => [flag, { value, learned: false }]));
+
+// Asks the service for its limits, once, at load: each key of the answer
+// is a flag with underscores (max_body_bytes: --max-body-bytes). Resolves
+// to 'server' when it gave at least one the page uses, else 'default' (no
+// such endpoint, an error, no answer within timeout_ms); never rejects.
+export async function load_limits(timeout_ms = 5000) {
+  try {
+    const res = await fetch('limits', { signal: AbortSignal.timeout(timeout_ms) });
+    if (!res.ok) return 'default';
+    const told = await res.json();
+    let used = 0;
+    for (const [key, value] of Object.entries(told)) {
+      const flag = `--${key.replaceAll('_', '-')}`;
+      if (limits.has(flag) && Number.isFinite(value) && value > 0) {
+        limits.set(flag, { value, learned: true });
+        used++;
+      }
+    }
+    return used ? 'server' : 'default';
+  } catch {
+    return 'default';
+  }
+}
 
 export function limit_of(flag) {
   return limits.get(flag)?.value ?? Infinity;
@@ -56,6 +81,7 @@ export function judge_generated(est, p, base64) {
   const body_max = limit_of('--max-body-bytes');
   const map_max = limit_of('--max-map-elems');
   const dim_max = limit_of('--max-dim');
+  const heads_max = limit_of('--max-heads');
   const text = `About ${mib(est.bytes)} to send${est.refs ? `, ${est.refs} tensor${est.refs > 1 ? 's' : ''} by ref` : ''} ` +
     `(the server takes at most ${mib(body_max)}, ` +
     `${source_of('--max-body-bytes')}); ${count(est.maps)} attention-map values ` +
@@ -67,6 +93,8 @@ export function judge_generated(est, p, base64) {
       'use fewer repeats or a shorter sentence';
   else if (est.d > dim_max)
     over = `d_model ${est.d}; the server takes at most ${dim_max} (${source_of('--max-dim')}): use a smaller d_model`;
+  else if (p.heads > heads_max)
+    over = `${p.heads} heads; the server takes at most ${heads_max} (${source_of('--max-heads')}): use fewer heads`;
   else if (est.bytes > body_max) {
     const what = est.w_bytes >= est.x_bytes
       ? `d_model ${est.d} with ${est.mats} weight matrices (w_q, w_k, w_v)${layered}`

@@ -17,8 +17,11 @@
 //   - the generator's RoPE, ALiBi, window and softcap controls put the v2
 //     fields in the request;
 //   - errors (service error code and pointer, invalid JSON, network, form)
-//     and exports; a service with small limits: its 413s said as what to
-//     change, and its limits used by the form from then on;
+//     and exports; a service with small limits (--max-body-bytes,
+//     --max-map-elems, --max-dim, --max-heads): the page reads them from
+//     GET /limits and refuses a request over one before sending it; from
+//     a service without /limits, its 413s said as what to change, and
+//     their limits used by the form from then on;
 //   - at device scale factor 2, canvases have twice their CSS size in
 //     backing pixels.
 // v2 section (e2e_v2.mjs; needs the service's v2 features): window and
@@ -366,13 +369,53 @@ async function v1_checks(page, base, flags) {
     'KV heads that do not divide heads are refused on the page, nothing sent');
   await page.fill('#kv-heads', '4');
 
-  // A service with small limits: its 413s are said as what to change, and
-  // the form uses its limits from then on.
+  // A service with small limits publishes them (GET /limits): the form
+  // refuses a request over one before sending anything, naming this
+  // server's limit. From a service without /limits (an older attnd,
+  // played by a 404) the page assumes the defaults; the service's 413s
+  // are then said as what to change, and their limits used from then on.
   const tight = await start_server(process.env.ATTND_BIN, ['--max-body-bytes', '60000', '--max-map-elems', '300']);
   const p2 = await page.context().newPage();
   try {
-    const w2 = watch(p2, tight.base, (t) => /status of 413/.test(t));
+    const w2 = watch(p2, tight.base, (t) => /status of (413|404)/.test(t));
+    let posts = 0;
+    p2.on('request', (r) => { if (r.url().endsWith('/attend')) posts++; });
+    const limits_from = (p) => p.waitForSelector('body[data-limits]', { timeout: 5000 })
+      .then(() => p.getAttribute('body', 'data-limits'), () => 'never');
+    const refused_here = async (p) => {
+      const before = posts;
+      await p.click('#run');
+      await p.waitForSelector('#error:not([hidden])');
+      return { sent: posts - before, code: await p.getAttribute('#error', 'data-code'), text: await p.textContent('#error') };
+    };
     await p2.goto(`${tight.base}/`);
+    const from = await limits_from(p2);
+    check(from === 'server', 'the page takes this server\'s limits from GET /limits', from);
+    const told = await p2.textContent('#size-hint');
+    check(/makes a request of about 1\d\d(\.\d)? KiB; the server takes at most 58\.6 KiB \(this server's --max-body-bytes\)/.test(told) &&
+      await p2.getAttribute('#size-hint', 'data-over') === 'true',
+    'before anything is sent, the form says the request is over this server\'s --max-body-bytes (58.6 KiB)', told);
+    const body_up_front = await refused_here(p2);
+    check(body_up_front.sent === 0 && body_up_front.code === 'too_large' &&
+      /at most 58\.6 KiB \(this server's --max-body-bytes\)/.test(body_up_front.text),
+    'and Run refuses it on the page, naming this server\'s limit, nothing sent', JSON.stringify(body_up_front));
+    await set_form(p2, { 'd-model': 16 });
+    const maps_told = await p2.textContent('#size-hint');
+    check(/make 400 attention-map values; the server returns at most 300 \(this server's --max-map-elems\)/.test(maps_told) &&
+      await p2.getAttribute('#size-hint', 'data-over') === 'true', 'd_model 16: the maps are over this server\'s --max-map-elems (300)',
+    maps_told);
+    const maps_up_front = await refused_here(p2);
+    check(maps_up_front.sent === 0 && maps_up_front.code === 'too_large',
+      'and are refused on the page, nothing sent', JSON.stringify(maps_up_front));
+
+    await p2.route('**/limits', (route) => route.fulfill({ status: 404, contentType: 'application/json',
+      body: '{"error":{"code":"not_found","message":"no such path: /limits"}}' }));
+    await p2.goto(`${tight.base}/`);
+    const old_from = await limits_from(p2);
+    await set_form(p2, { 'd-model': 64 });
+    const assumed = await p2.textContent('#size-hint');
+    check(old_from === 'default' && /at most 64 MiB, the default --max-body-bytes/.test(assumed),
+      'without /limits the page assumes the default limits and says so', `${old_from}: ${assumed}`);
     await run_page(p2, false);
     const advice = await p2.textContent('#error .advice').catch(() => '');
     check(await p2.getAttribute('#error', 'data-code') === 'too_large' &&
@@ -394,6 +437,47 @@ async function v1_checks(page, base, flags) {
   } finally {
     await p2.close();
     tight.kill();
+  }
+
+  // A service with a small --max-dim and --max-heads: the form refuses
+  // tokens, d_model and heads over them up front, and a request within
+  // them is computed.
+  const narrow = await start_server(process.env.ATTND_BIN, ['--max-dim', '8', '--max-heads', '2']);
+  const p3 = await page.context().newPage();
+  try {
+    const w3 = watch(p3, narrow.base);
+    let posts = 0;
+    p3.on('request', (r) => { if (r.url().endsWith('/attend')) posts++; });
+    await p3.goto(`${narrow.base}/`);
+    const from = await p3.waitForSelector('body[data-limits]', { timeout: 5000 })
+      .then(() => p3.getAttribute('body', 'data-limits'), () => 'never');
+    const hint = () => p3.textContent('#size-hint');
+    const tokens = await hint();
+    check(from === 'server' && /^10 tokens; the server takes at most 8 \(this server's --max-dim\)/.test(tokens),
+      '--max-dim 8: 10 tokens are over this server\'s --max-dim', `${from}: ${tokens}`);
+    await p3.click('#run');
+    await p3.waitForSelector('#error:not([hidden])');
+    const err = await p3.textContent('#error');
+    check(posts === 0 && await p3.getAttribute('#error', 'data-code') === 'too_large' &&
+      /at most 8 \(this server's --max-dim\)/.test(err), 'and Run refuses them on the page, naming the limit, nothing sent', err);
+    await set_form(p3, { sentence: 'a b c' });
+    const width = await hint();
+    check(/^d_model 64; the server takes at most 8 \(this server's --max-dim\): use a smaller d_model/.test(width),
+      '3 tokens of d_model 64: d_model is over it', width);
+    await set_form(p3, { 'd-model': 8 });
+    const heads = await hint();
+    check(/^4 heads; the server takes at most 2 \(this server's --max-heads\): use fewer heads/.test(heads),
+      'd_model 8 in 4 heads: the heads are over --max-heads 2', heads);
+    await set_form(p3, { 'kv-heads': 2, heads: 2 });
+    check(await p3.getAttribute('#size-hint', 'data-over') === 'false', '2 heads: within every limit');
+    await run_page(p3, true);
+    check(posts === 1 && /^HTTP 200/.test(await p3.textContent('#status')),
+      'and the request the form lets through is computed by that server', await p3.textContent('#status'));
+    check(w3.console.length + w3.errors.length + w3.foreign.length === 0, 'no errors on that page',
+      [...w3.console, ...w3.errors, ...w3.foreign].join(' | '));
+  } finally {
+    await p3.close();
+    narrow.kill();
   }
 
   const aria = await page.evaluate(() => ['status', 'error'].map(

@@ -10,8 +10,9 @@
 // cells), device scale factor 2 on every kind of canvas, a phone's
 // width (no sideways scroll, maps above their figures, tick labels
 // apart), no maps or download of an older answer after a failed run,
-// requests over the server's limits refused in the form with their size
-// and the limit, a 413's flag said as what to change, no console errors,
+// requests over the server's limits (from GET /limits) refused in the form
+// with their size and the limit, a 413's flag said as what to change, no
+// console errors,
 // no request to another origin.
 // Environment: ATTND_BIN (required) the server binary.
 
@@ -365,13 +366,16 @@ async function wire_format_checks(page, stub) {
   await set_form(page, { seed: 42, encoding: 'json' });
 }
 
-// Requests over the server's limits are refused in the form before any
-// work, with the size in the user's terms and the limit the page assumes;
-// a 413 from the service says what to change, and its limit is used from
-// then on. Reloads the page at the end (the learned limit stays with it).
+// Requests over the server's limits (as GET /limits told them) are
+// refused in the form before any work, with the size in the user's terms
+// and the limit; a 413 from the service says what to change, and its limit
+// is used from then on; an answer to /limits that is not the limits leaves
+// the page on the defaults, said to be assumed. Reloads the page at the
+// end (the learned limit stays with it).
 async function limit_checks(page, stub, base, flags) {
   await page.check('#source-generate');
   const hint = () => page.textContent('#size-hint');
+  check(await page.getAttribute('body', 'data-limits') === 'server', 'the page has its limits from GET /limits');
   const over = async () => await page.getAttribute('#size-hint', 'data-over') === 'true';
   const sent_by = async (fn) => {
     const before = stub.bodies.length;
@@ -390,7 +394,7 @@ async function limit_checks(page, stub, base, flags) {
 
   await set_form(page, { seed: 103 }); // weights no earlier step stored
   const small = await hint();
-  check(!(await over()) && /^About 1\d\d(\.\d)? KiB to send \(the server takes at most 64 MiB, the default --max-body-bytes\); 400 attention-map values \(at most 16\.8 million/.test(small),
+  check(!(await over()) && /^About 1\d\d(\.\d)? KiB to send \(the server takes at most 64 MiB, this server's --max-body-bytes\); 400 attention-map values \(at most 16\.8 million/.test(small),
     'the form shows the estimated size and the limits it assumes', small);
   await run_page(page, true);
   const by_ref = await hint();
@@ -398,7 +402,7 @@ async function limit_checks(page, stub, base, flags) {
 
   await set_form(page, { sentence: 'a b c', 'd-model': 2048 });
   const big = await hint();
-  check(await over() && /^d_model 2048 with 3 weight matrices \(w_q, w_k, w_v\) makes a request of about 11\d MiB; the server takes at most 64 MiB \(the default --max-body-bytes\): use a smaller d_model or fewer layers/.test(big),
+  check(await over() && /^d_model 2048 with 3 weight matrices \(w_q, w_k, w_v\) makes a request of about 11\d MiB; the server takes at most 64 MiB \(this server's --max-body-bytes\): use a smaller d_model or fewer layers/.test(big),
     'd_model 2048: the form says the request is about 116 MiB and the server takes 64 MiB', big);
   const r2048 = await refused();
   check(r2048.sent === 0 && r2048.code === 'too_large' && r2048.ms < 3000 && r2048.text.includes('about 11'),
@@ -414,7 +418,7 @@ async function limit_checks(page, stub, base, flags) {
     'd_model 512 in 48 layers: the message names the layers', await hint());
   await set_form(page, { 'd-model': 64, layers: 1, repeat: 500 });
   const maps = await hint();
-  check(await over() && /5000 queries \u00d7 5000 keys \u00d7 4 heads make 100\.0 million attention-map values; the server returns at most 16\.8 million \(the default --max-map-elems\): use fewer tokens, heads or layers/.test(maps),
+  check(await over() && /5000 queries \u00d7 5000 keys \u00d7 4 heads make 100\.0 million attention-map values; the server returns at most 16\.8 million \(this server's --max-map-elems\): use fewer tokens, heads or layers/.test(maps),
     '5000 tokens: the form says the maps are over --max-map-elems', maps);
   const r5000 = await refused();
   check(r5000.sent === 0 && r5000.code === 'too_large', '5000 tokens: refused on the page, nothing sent', JSON.stringify(r5000));
@@ -456,7 +460,18 @@ async function limit_checks(page, stub, base, flags) {
   const r_pasted = await refused();
   check(r_pasted.sent === 0 && r_pasted.code === 'too_large', 'and is not sent', JSON.stringify(r_pasted));
   await page.check('#source-generate');
+
+  const not_limits = (route) => route.fulfill({ status: 200, contentType: 'text/html', body: '<p>a proxy\'s page</p>' });
+  await page.route('**/limits', not_limits);
   await page.goto(`${base}/`);
+  await page.waitForSelector('body[data-limits]');
+  const assumed = await hint();
+  check(await page.getAttribute('body', 'data-limits') === 'default' &&
+    /\(the server takes at most 64 MiB, the default --max-body-bytes\)/.test(assumed),
+  'a /limits answer that is not JSON leaves the page on the defaults, said to be the defaults', assumed);
+  await page.unroute('**/limits', not_limits);
+  await page.goto(`${base}/`);
+  await page.waitForSelector('body[data-limits="server"]');
 }
 
 // Fraction of the zoom dialog's colour bar that is not blank.
