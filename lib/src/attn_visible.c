@@ -1,6 +1,7 @@
 /* attn_visible.c: the visibility of keys and the position-dependent score
  * rules, for every fast kernel (see attn_visible.h). The reference kernel
  * keeps its own obvious copy of these rules, so the two check each other. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -471,7 +472,10 @@ attn__tanh512(__m512 y)
 
 /* attn__vis_adjust 16 scores at a time: the softcap, the bias row, and
  * ALiBi when the distance of key k0 + c is |d0 - c| (key positions
- * 0 .. m-1), exact in float. */
+ * 0 .. m-1), exact in float. A score that is not finite here overflowed
+ * float32 (masks come later), and tanh would make it a finite +-cap, of
+ * either sign whatever the float64 score is: it becomes NaN, which the
+ * softmax reports, so the request is computed again in float64. */
 __attribute__((target("avx512f"))) static void
 attn__vis_adjust512(float *s, size_t len, float unit, float cap,
                     const float *bias, float slope, float d0)
@@ -487,9 +491,13 @@ attn__vis_adjust512(float *s, size_t len, float unit, float cap,
         __mmask16 k = len - j >= 16 ? (__mmask16)0xFFFF
                                     : (__mmask16)((1u << (len - j)) - 1);
         __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), vinv);
-        if (cap > 0.0f)
+        if (cap > 0.0f) {
+            __mmask16 lost = _mm512_cmp_ps_mask(
+                _mm512_abs_ps(x), _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
             x = _mm512_mul_ps(vcap,
                               attn__tanh512(_mm512_mul_ps(x, vinv_cap)));
+            x = _mm512_mask_blend_ps(lost, x, _mm512_set1_ps(NAN));
+        }
         if (bias != NULL)
             x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, bias + j));
         if (slope != 0.0f) {
@@ -535,8 +543,8 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
 #endif
     for (size_t c = 0; c < len; c++) {
         float x = s[c] * inv_unit;
-        if (cap > 0.0f)
-            x = cap * tanhf(x * inv_cap);
+        if (cap > 0.0f) /* an overflowed score stays non-finite: above */
+            x = isfinite(x) ? cap * tanhf(x * inv_cap) : NAN;
         if (bias != NULL)
             x += bias[c];
         if (slope != 0.0) {

@@ -1041,6 +1041,18 @@ def test_v2_compute():
               "attn_bias": tl(rnd(4, 6, 6)), "window": {"left": 3}, "mask": "causal", "global_tokens": [1],
               "value_norms": True, "return_qk": True, "scale": 0.8})
     run_case("v2 combined", r)
+    # softcap over scores that overflow float32: the float32 products of
+    # 1e20 * 1e20 are +-inf (or NaN) where the float64 scores are 0 or of
+    # the other sign, and tanh must not turn them into finite +-softcap
+    # values; the answer is the float64 reference's, from every kernel
+    for rw in ("per_head", "mean", "none"):
+        r = {"x": [[1, 0], [0, 1], [1, 1]], "w_q": [[1e20, 1e20], [1e20, 0]],
+             "w_k": [[1e20, -1e20], [0, 1e20]], "w_v": [[1], [2]], "softcap": 2.0, "return_weights": rw}
+        run_case("softcap over overflowed scores " + rw, r)
+        r = {"x": [[1, 0]], "memory": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "w_q": [[1e20, 1e20], [0, 0]],
+             "w_k": [[1e20, -1e20], [1e-20, 0], [0, 0]], "w_v": [[1], [2], [3]], "scale": 1, "softcap": 2.0,
+             "return_weights": rw}
+        run_case("softcap over a score that overflowed to +inf " + rw, r)
 
 
 def test_layers():
