@@ -7,11 +7,26 @@
 #                       the size options), layers and rollout, each answer
 #                       against a float64 NumPy reference written from the
 #                       contract; a few servers of its own for the options
+#   make test-combos    tests/contract/combos.py: seeded random requests
+#                       that combine every field of the contract, each
+#                       against its own float64 reference and against the
+#                       same request changed in ways that change nothing
+#                       (refs, encoding, layout, packing, batch, one-layer
+#                       layers, mean), and near-valid requests that break
+#                       one rule. COMBOS_ARGS adds options (--seed, --cases,
+#                       --port-range LO-HI)
 
 DEB_TEST_PACKAGES += python3 python3-numpy
-TEST_TARGETS += test-contract
+TEST_TARGETS += test-contract test-combos
+COMBOS_ARGS ?=
 
-.PHONY: test-contract
+.PHONY: test-contract test-combos
 
 test-contract: $(BUILD)/attnd
 	/usr/bin/python3 tests/contract/check_contract.py --binary $(BUILD)/attnd
+
+# seed 24 draws, among its first cases, a softcap over scores that overflow
+# float32; 2000 cases take about 20 s
+test-combos: $(BUILD)/attnd
+	/usr/bin/python3 tests/contract/combos.py --binary $(BUILD)/attnd \
+	    --seed 24 --cases 2000 $(COMBOS_ARGS)
