@@ -325,7 +325,10 @@ ATTN_API attn_status attn_workspace_bytes(const attn_params *p,
  *            p->weights is ATTN_WEIGHTS_NONE
  * Returns ATTN_OK, or a negative status with the outputs' contents
  * unspecified and nothing leaked. ATTN_ERANGE: finite inputs whose products
- * overflow float32 (an infinite or NaN score or output). Without weights, memory stays
+ * overflow float32 (an infinite or NaN score or output), or queries and
+ * keys large enough that a score might (d_k max|q| max|k|, times the
+ * scale when above 1, not below FLT_MAX: a score that overflowed to -inf
+ * would pass for a hidden key). Without weights, memory stays
  * O(block * m) beyond the projections: the n x m scores are never
  * materialised per head.
  * attn_forward uses cblas_sgemm; attn_forward_ref is the naive reference with

@@ -7,6 +7,7 @@
  * thread). The call's planning is attn_job.c's.
  * The only file that includes cblas.h. */
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -31,6 +32,27 @@ static void attn__project(float *out, const float *in, const float *w,
                 out[r * cols + c] += bias[c];
 }
 
+/* The larger of m and the largest |a[i]| (NaN is left to the softmax).
+ * Eight lanes, so the compiler makes it one vector max a step. */
+static float attn__absmax(const float *a, size_t len, float m)
+{
+    float lane[8] = {0};
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8)
+        for (size_t k = 0; k < 8; k++) {
+            float v = fabsf(a[i + k]);
+            lane[k] = v > lane[k] ? v : lane[k];
+        }
+    for (; i < len; i++) {
+        float v = fabsf(a[i]);
+        m = v > m ? v : m;
+    }
+    for (size_t k = 0; k < 8; k++)
+        m = lane[k] > m ? lane[k] : m;
+    return m;
+}
+
 /* Phase 1, task t: one chunk of rows of Q, K or V. */
 static void attn__proj_task(void *arg, size_t t, size_t worker)
 {
@@ -48,6 +70,9 @@ static void attn__proj_task(void *arg, size_t t, size_t worker)
                       p->w_q, p->b_q, rows, d->d_model, d->h * d->d_k);
         if (attn__qk_active(p))
             attn__qk_prepare(&j->vis, j->q, r0, rows, 0, trig);
+        j->absmax[2 * worker] =
+            attn__absmax(j->q + r0 * d->h * d->d_k, rows * d->h * d->d_k,
+                         j->absmax[2 * worker]);
         return;
     }
     t -= j->q_chunks;
@@ -58,6 +83,9 @@ static void attn__proj_task(void *arg, size_t t, size_t worker)
                       p->b_k, rows, d->d_mem, d->g * d->d_k);
         if (attn__qk_active(p))
             attn__qk_prepare(&j->vis, j->k, r0, rows, 1, trig);
+        j->absmax[2 * worker + 1] =
+            attn__absmax(j->k + r0 * d->g * d->d_k, rows * d->g * d->d_k,
+                         j->absmax[2 * worker + 1]);
     } else {
         attn__project(j->v + r0 * d->g * d->d_v, val + r0 * vw, p->w_v,
                       p->b_v, rows, vw, d->g * d->d_v);
@@ -421,6 +449,27 @@ attn_status attn_forward(const attn_params *p, float *output, float *weights)
     return attn_forward_ex(p, output, weights, NULL);
 }
 
+/* Whether every score fits float32 whatever the order of its sums: a
+ * score's partial sums are at most d_k max|q| max|k| (times the scale
+ * when it is above 1). A score that overflowed to -inf would read as a
+ * hidden key, its weight 0, where the float64 score may be moderate (the
+ * products cancel); +inf and NaN the softmax reports itself. When the
+ * bound is not below FLT_MAX (inputs near 1e19, or Q or K overflowed
+ * already), ATTN_ERANGE: the caller may compute the request in float64. */
+static attn_status attn__scores_fit(const attn__job *j, size_t workers)
+{
+    float qmax = 0.0f, kmax = 0.0f;
+    double bound;
+
+    for (size_t w = 0; w < workers; w++) {
+        qmax = j->absmax[2 * w] > qmax ? j->absmax[2 * w] : qmax;
+        kmax = j->absmax[2 * w + 1] > kmax ? j->absmax[2 * w + 1] : kmax;
+    }
+    bound = (double)qmax * (double)kmax * (double)j->d->d_k *
+            (j->scale > 1.0f ? (double)j->scale : 1.0);
+    return bound < (double)FLT_MAX ? ATTN_OK : ATTN_ERANGE;
+}
+
 /* Step 4: the phases. Projections (with the norm and rotation of Q and
  * K), the extras read from them, the fused kernel's packing, the
  * attention tiles, the output projection. Returns the first failure. */
@@ -431,7 +480,9 @@ static attn_status attn__job_run(attn__job *job, size_t workers)
     attn_status rc;
 
     attn__run(p, job->q_chunks + 2 * job->kv_chunks, attn__proj_task, job);
-    rc = attn__extras_qkv(job);
+    rc = attn__scores_fit(job, workers);
+    if (rc == ATTN_OK)
+        rc = attn__extras_qkv(job);
     if (rc != ATTN_OK)
         return rc;
     if (job->flash_floats) {

@@ -60,6 +60,8 @@ typedef struct attn__job {
     double *trig;   /* [workers][d_k]: one row's rotation */
     attn__vis vis;  /* which keys each query sees */
     attn_status *status; /* [workers]: ATTN_ERANGE when a worker saw overflow */
+    float *absmax;  /* [workers][2]: the largest |value| of Q, of K, among
+                       the rows a worker projected (after norm and rope) */
     void *block;    /* the one allocation all the buffers above live in */
     float scale;
     size_t blk, nblocks;                 /* attention tiles per batch element */
@@ -105,7 +107,7 @@ static inline size_t attn__ceil_div(size_t a, size_t b)
 
 /* Where each buffer of the workspace starts (ATTN__NONE: not needed). */
 typedef struct attn__layout {
-    size_t q, k, v, cat, status, inv, hrow, cost, hide, trig, scratch;
+    size_t q, k, v, cat, status, absmax, inv, hrow, cost, hide, trig, scratch;
     size_t hrow_rows, visible, meanrow, probs, zeroed, flash, packed;
 } attn__layout;
 

@@ -263,6 +263,68 @@ START_TEST(test_errors_range_output)
 }
 END_TEST
 
+/* One key's score cancels in float64 (q . k = -1e40 + 1e40 = 0) while
+ * the float32 products overflow, beside keys of moderate scores: a score
+ * that came out -inf would read as a hidden key and the row would keep
+ * weights that look right, [0, 0.67, 0.33] instead of the reference's
+ * [0.2, 0.5, 0.2]-like row. attn_forward reports ATTN_ERANGE or gives the
+ * reference's answer, in every weights mode, with and without an
+ * executor. */
+START_TEST(test_errors_range_cancel)
+{
+    attn_weights modes[] = { ATTN_WEIGHTS_PER_HEAD, ATTN_WEIGHTS_MEAN,
+                             ATTN_WEIGHTS_NONE };
+    tl_case c;
+    tl_exec ex;
+
+    tl_case_init(&c, &errors_base, 8);
+    memset(c.x, 0, 3 * 4 * sizeof(float));
+    memset(c.w_q, 0, 4 * 4 * sizeof(float));
+    memset(c.w_k, 0, 4 * 4 * sizeof(float));
+    for (size_t r = 0; r < 3; r++)
+        c.x[r * 4 + r] = 1.0f; /* token r is e_r */
+    c.w_q[0] = c.w_q[1] = 1e20f;   /* q_0 = (1e20, 1e20) in head 0 */
+    c.w_k[0] = -1e20f;             /* k_0 = (-1e20, 1e20) */
+    c.w_k[1] = 1e20f;
+    c.w_k[4] = 1e-20f;             /* k_1 = (1e-20, 0): q_0 . k_1 = 1 */
+    for (size_t m = 0; m < 2 * 3; m++) {
+        float *w_ref = NULL, *out_ref, *out, *w = NULL;
+        attn_params p = c.p;
+        attn_weights mode = modes[m % 3];
+        char what[64];
+        int st;
+
+        p.weights = mode;
+        out_ref = tl_run(attn_forward_ref, &p, mode, &w_ref);
+        out = malloc(tl_output_elems(&p) * sizeof *out);
+        ck_assert_ptr_nonnull(out);
+        if (mode != ATTN_WEIGHTS_NONE) {
+            w = malloc(tl_weights_elems(&p, mode) * sizeof *w);
+            ck_assert_ptr_nonnull(w);
+        }
+        tl_exec_init(&ex, TL_EXEC_REVERSE, 2);
+        if (m >= 3)
+            p.executor = &ex.iface;
+        st = attn_forward(&p, out, w);
+        tl_exec_destroy(&ex);
+        snprintf(what, sizeof what, "cancelling score, weights mode %d%s",
+                 (int)mode, m >= 3 ? ", executor" : "");
+        ck_assert_msg(st == ATTN_OK || st == ATTN_ERANGE, "%s: returned %d",
+                      what, st);
+        if (st == ATTN_OK) {
+            tl_assert_close_f(what, out, out_ref, tl_output_elems(&p));
+            if (w != NULL)
+                tl_assert_close_f(what, w, w_ref, tl_weights_elems(&p, mode));
+        }
+        free(out_ref);
+        free(w_ref);
+        free(out);
+        free(w);
+    }
+    tl_case_free(&c);
+}
+END_TEST
+
 /* Scores that overflow float32 (q . k = +-1.6e61 with x = 1e30, W_q = 1,
  * W_k = +-1) while the output would be finite. Every token is identical, so
  * the exact weights are uniform (1/3), which the float64 reference gets.
@@ -508,6 +570,7 @@ Suite *tl_suite_errors(void)
     tcase_add_test(tc, test_errors_overflow);
     tcase_add_test(tc, test_errors_range_output);
     tcase_add_test(tc, test_errors_range_scores);
+    tcase_add_test(tc, test_errors_range_cancel);
     tcase_add_test(tc, test_errors_strerror);
     tcase_add_loop_test(tc, test_errors_rules, 0,
                         (int)(sizeof errors_rules / sizeof errors_rules[0]));
