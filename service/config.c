@@ -362,16 +362,11 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
                            FILE *err)
 {
     config_defaults(cfg);
-    for (size_t i = 0; i < CONFIG__N_OPTIONS; i++) {
-        const config__option *o = &config__options[i];
-        const char *v = getenv(o->env);
-        if (v && config__auto(o) && !strcmp(v, "auto"))
-            v = "0";
-        if (v && config__set(cfg, o, v)) {
-            config__bad(err, o, "environment value", v);
-            return CONFIG_ERROR;
-        }
-    }
+    /* The flags first: an option given as a flag never reads its variable,
+     * so a variable the platform set for some other program (PORT, say)
+     * cannot stop a process told otherwise on its command line, nor
+     * --help and --version. */
+    bool given[CONFIG__N_OPTIONS] = {false};
     for (int a = 1; a < argc; a++) {
         const char *arg = argv[a];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -394,15 +389,16 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
         const char *name = arg + 2;
         const char *eq = strchr(name, '=');
         size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
-        const config__option *o = NULL;
+        size_t index = CONFIG__N_OPTIONS;
         for (size_t i = 0; i < CONFIG__N_OPTIONS; i++)
             if (strlen(config__options[i].flag) == name_len &&
                 !strncmp(config__options[i].flag, name, name_len))
-                o = &config__options[i];
-        if (!o) {
+                index = i;
+        if (index == CONFIG__N_OPTIONS) {
             fprintf(err, "attnd: unknown option \"%s\" (try --help)\n", arg);
             return CONFIG_ERROR;
         }
+        const config__option *o = &config__options[index];
         const char *v;
         if (eq)
             v = eq + 1;
@@ -419,6 +415,17 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
             v = "0";
         if (config__set(cfg, o, v)) {
             config__bad(err, o, "value", v);
+            return CONFIG_ERROR;
+        }
+        given[index] = true;
+    }
+    for (size_t i = 0; i < CONFIG__N_OPTIONS; i++) {
+        const config__option *o = &config__options[i];
+        const char *v = given[i] ? NULL : getenv(o->env);
+        if (v && config__auto(o) && !strcmp(v, "auto"))
+            v = "0";
+        if (v && config__set(cfg, o, v)) {
+            config__bad(err, o, "environment value", v);
             return CONFIG_ERROR;
         }
     }

@@ -63,9 +63,11 @@ typedef enum config_result {
 /* Every option at its default (host 0.0.0.0, port 8080, limits_defaults). */
 void config_defaults(config *cfg);
 
-/* Fills cfg from the environment (getenv) and then argv[1..argc). Usage
- * (--help, --version) goes to out and errors to err, each message naming the
- * option, its variable and the value found. cfg is fully written either way. */
+/* Fills cfg from argv[1..argc), then from the environment (getenv) for the
+ * options no flag gave: a flag wins over its variable, which is then never
+ * read. Usage (--help, --version) goes to out and errors to err, each message
+ * naming the option, its variable and the value found. cfg is fully written
+ * either way. */
 config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
                            FILE *err);
 

@@ -124,6 +124,52 @@ START_TEST(test_config_bad_values_refused)
 }
 END_TEST
 
+/* A flag wins over its variable without reading it: PORT is honoured only
+ * when there is no --port, so a PORT set for another program cannot stop a
+ * process started with --port, and no variable can stop --help or
+ * --version. */
+START_TEST(test_config_flag_hides_its_variable)
+{
+    config cfg;
+    char out[16384] = "", err[512] = "";
+    setenv("PORT", "not-a-port", 1);
+    const char *port[] = {"--port", "9003", NULL};
+    ck_assert_msg(parse(&cfg, port, out, sizeof out, err, sizeof err) ==
+                      CONFIG_RUN,
+                  "--port 9003 with PORT=not-a-port: %s", err);
+    ck_assert_uint_eq(cfg.port, 9003);
+    setenv("PORT", "", 1);
+    const char *port_eq[] = {"--port=9004", NULL};
+    ck_assert_int_eq(parse(&cfg, port_eq, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    ck_assert_uint_eq(cfg.port, 9004);
+    /* Without the flag the variable is read, and a bad one still refused. */
+    ck_assert_int_eq(parse(&cfg, NULL, out, sizeof out, err, sizeof err),
+                     CONFIG_ERROR);
+    ck_assert_ptr_nonnull(strstr(err, "PORT"));
+    unsetenv("PORT");
+
+    setenv("ATTND_MAX_DIM", "lots", 1);
+    const char *dim[] = {"--max-dim", "64", NULL};
+    ck_assert_int_eq(parse(&cfg, dim, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    ck_assert_uint_eq(cfg.limits.max_dim, 64);
+    const char *help[] = {"--help", NULL};
+    ck_assert_int_eq(parse(&cfg, help, out, sizeof out, err, sizeof err),
+                     CONFIG_EXIT);
+    ck_assert_ptr_nonnull(strstr(out, "--max-dim"));
+    const char *ver[] = {"--version", NULL};
+    ck_assert_int_eq(parse(&cfg, ver, out, sizeof out, err, sizeof err),
+                     CONFIG_EXIT);
+    /* Another option's bad variable is still an error. */
+    const char *other[] = {"--port", "9005", NULL};
+    ck_assert_int_eq(parse(&cfg, other, out, sizeof out, err, sizeof err),
+                     CONFIG_ERROR);
+    ck_assert_ptr_nonnull(strstr(err, "ATTND_MAX_DIM"));
+    unsetenv("ATTND_MAX_DIM");
+}
+END_TEST
+
 START_TEST(test_config_help_lists_every_option)
 {
     config cfg;
@@ -235,6 +281,7 @@ Suite *config_suite(void)
     tcase_add_test(t, test_config_defaults);
     tcase_add_test(t, test_config_flags_and_env);
     tcase_add_test(t, test_config_bad_values_refused);
+    tcase_add_test(t, test_config_flag_hides_its_variable);
     tcase_add_test(t, test_config_help_lists_every_option);
     tcase_add_test(t, test_config_cgroup_files);
     tcase_add_test(t, test_config_connection_limits_and_auto_sizes);
