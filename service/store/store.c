@@ -400,6 +400,7 @@ void store_get_stats(store *s, store_stats *st)
     pthread_mutex_lock(&s->mu);
     st->entries = s->entries;
     st->bytes = s->bytes;
+    st->capacity = s->capacity;
     st->hits = s->hits;
     st->misses = s->misses;
     st->evictions = s->evictions;

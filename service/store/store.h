@@ -81,11 +81,13 @@ int store_put(store *s, const float *data, size_t count, const size_t *shape,
               int rank, const store_tensor **out, int *created);
 
 /* What the store holds now (entries, and bytes as charged against the
- * capacity: values plus STORE_ENTRY_OVERHEAD each) and its lookups and
- * evictions since store_new. All zero for a NULL store. */
+ * capacity: values plus STORE_ENTRY_OVERHEAD each), its capacity (from
+ * store_new) and its lookups and evictions since store_new. All zero for a
+ * NULL store. */
 typedef struct store_stats {
     size_t entries;
     size_t bytes;
+    size_t capacity;
     uint64_t hits, misses, evictions;
 } store_stats;
 

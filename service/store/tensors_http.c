@@ -256,11 +256,15 @@ int store_http_post(store *s, const char *content_type, const char *shape_arg,
     codec_array_clear(&a);
     if (rc) {
         if (put_errno == EFBIG) {
+            store_stats st;
+            store_get_stats(s, &st);
             codec_error_set(err, ERRORS_TOO_LARGE, NULL,
-                            "the tensor has %zu values (%zu bytes), more than "
-                            "the whole store holds: the limit "
-                            "--tensor-store-bytes (ATTND_TENSOR_STORE_BYTES)",
-                            count, count * sizeof(float));
+                            "the tensor has %zu values and needs %zu bytes of "
+                            "the store (4 a value and %d a tensor), more than "
+                            "it holds: the limit --tensor-store-bytes "
+                            "(ATTND_TENSOR_STORE_BYTES) is %zu",
+                            count, count * sizeof(float) + STORE_ENTRY_OVERHEAD,
+                            STORE_ENTRY_OVERHEAD, st.capacity);
             return -1;
         }
         return store_http__oom(err);

@@ -833,7 +833,12 @@ START_TEST(test_store_http_errors)
     store_post(port, "/tensors?shape=513", "application/octet-stream", many,
                513 * sizeof(float), &r);
     ts_assert_error(&r, 413, "too_large");
-    ck_assert(strstr(r.body, "--tensor-store-bytes"));
+    /* the message names the limit and its value, as every 413 does */
+    char limit[96];
+    snprintf(limit, sizeof limit,
+             "--tensor-store-bytes (ATTND_TENSOR_STORE_BYTES) is %zu",
+             (size_t)STORE_COST(512));
+    ck_assert_msg(strstr(r.body, limit) != NULL, "%s", r.body);
     ts_response_free(&r);
     free(many);
     free(body);
