@@ -232,6 +232,22 @@ static int config__parse_u64(const char *s, uint64_t min, uint64_t max,
     return 0;
 }
 
+/* 0 when s is a plain decimal number, digits with an optional fraction
+ * ("2", "2.5"): strtod alone would also take blanks, a sign, an exponent,
+ * "inf" and hexadecimal ("0x10" is 16 s). */
+static int config__check_decimal(const char *s)
+{
+    size_t whole = strspn(s, "0123456789");
+    if (whole == 0)
+        return -1;
+    if (s[whole] == '\0')
+        return 0;
+    if (s[whole] != '.')
+        return -1;
+    size_t frac = strspn(s + whole + 1, "0123456789");
+    return frac > 0 && s[whole + 1 + frac] == '\0' ? 0 : -1;
+}
+
 static int config__parse_bool(const char *s, bool *out)
 {
     static const char *yes[] = {"1", "true", "yes", "on"};
@@ -311,6 +327,8 @@ static int config__set(config *cfg, const config__option *o, const char *v)
         *(uint64_t *)(void *)p = u;
         return 0;
     case CONFIG__SECS: {
+        if (config__check_decimal(v))
+            return -1;
         char *end;
         errno = 0;
         double d = strtod(v, &end);
