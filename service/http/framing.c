@@ -161,6 +161,15 @@ static bool framing__head(framing *f, const char *buf, size_t len,
                       "only HTTP/1.0 and HTTP/1.1 are served");
         return false;
     }
+    /* libmicrohttpd decodes the path into a C string, where a %00 ends it:
+     * "/healthz%00junk" would be served as /healthz, a path that names
+     * nothing answered as one that does. */
+    for (size_t k = t0; k + 2 < t1; k++)
+        if (p[k] == '%' && p[k + 1] == '0' && p[k + 2] == '0') {
+            framing__fail(err, ERRORS_BAD_REQUEST,
+                          "the request target may not contain %00 (a NUL)");
+            return false;
+        }
     bool http10 = p[t1 + 8] == '0';
     const char *cl = NULL, *te = NULL;
     size_t cl_len = 0, te_len = 0;

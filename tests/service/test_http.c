@@ -1739,6 +1739,8 @@ START_TEST(test_http_framing_refusals)
         {"GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
         {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
         {"GET / HTTP/2.0\r\n\r\n", 505},
+        {"GET /healthz%00x HTTP/1.1\r\nHost: t\r\n\r\n", 400},
+        {"GET /?a=%00 HTTP/1.1\r\nHost: t\r\n\r\n", 400},
         {"GET  / HTTP/1.1\r\n\r\n", 400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nx\r\n", 400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", 400},
