@@ -263,35 +263,20 @@ START_TEST(test_errors_range_output)
 }
 END_TEST
 
-/* One key's score cancels in float64 (q . k = -1e40 + 1e40 = 0) while
- * the float32 products overflow, beside keys of moderate scores: a score
- * that came out -inf would read as a hidden key and the row would keep
- * weights that look right, [0, 0.67, 0.33] instead of the reference's
- * [0.2, 0.5, 0.2]-like row. attn_forward reports ATTN_ERANGE or gives the
- * reference's answer, in every weights mode, with and without an
- * executor. */
-START_TEST(test_errors_range_cancel)
+/* attn_forward on c in every weights mode, on the calling thread and on
+ * an executor (outputs only: the fused kernel where the CPU has it):
+ * ATTN_ERANGE, or the float64 reference's answer. what names the case. */
+static void errors_range_or_reference(const tl_case *c, const char *what)
 {
     attn_weights modes[] = { ATTN_WEIGHTS_PER_HEAD, ATTN_WEIGHTS_MEAN,
                              ATTN_WEIGHTS_NONE };
-    tl_case c;
     tl_exec ex;
 
-    tl_case_init(&c, &errors_base, 8);
-    memset(c.x, 0, 3 * 4 * sizeof(float));
-    memset(c.w_q, 0, 4 * 4 * sizeof(float));
-    memset(c.w_k, 0, 4 * 4 * sizeof(float));
-    for (size_t r = 0; r < 3; r++)
-        c.x[r * 4 + r] = 1.0f; /* token r is e_r */
-    c.w_q[0] = c.w_q[1] = 1e20f;   /* q_0 = (1e20, 1e20) in head 0 */
-    c.w_k[0] = -1e20f;             /* k_0 = (-1e20, 1e20) */
-    c.w_k[1] = 1e20f;
-    c.w_k[4] = 1e-20f;             /* k_1 = (1e-20, 0): q_0 . k_1 = 1 */
     for (size_t m = 0; m < 2 * 3; m++) {
         float *w_ref = NULL, *out_ref, *out, *w = NULL;
-        attn_params p = c.p;
+        attn_params p = c->p;
         attn_weights mode = modes[m % 3];
-        char what[64];
+        char msg[128];
         int st;
 
         p.weights = mode;
@@ -307,20 +292,43 @@ START_TEST(test_errors_range_cancel)
             p.executor = &ex.iface;
         st = attn_forward(&p, out, w);
         tl_exec_destroy(&ex);
-        snprintf(what, sizeof what, "cancelling score, weights mode %d%s",
-                 (int)mode, m >= 3 ? ", executor" : "");
+        snprintf(msg, sizeof msg, "%s, weights mode %d%s", what, (int)mode,
+                 m >= 3 ? ", executor" : "");
         ck_assert_msg(st == ATTN_OK || st == ATTN_ERANGE, "%s: returned %d",
-                      what, st);
+                      msg, st);
         if (st == ATTN_OK) {
-            tl_assert_close_f(what, out, out_ref, tl_output_elems(&p));
+            tl_assert_close_f(msg, out, out_ref, tl_output_elems(&p));
             if (w != NULL)
-                tl_assert_close_f(what, w, w_ref, tl_weights_elems(&p, mode));
+                tl_assert_close_f(msg, w, w_ref, tl_weights_elems(&p, mode));
         }
         free(out_ref);
         free(w_ref);
         free(out);
         free(w);
     }
+}
+
+/* One key's score cancels in float64 (q . k = -1e40 + 1e40 = 0) while
+ * the float32 products overflow, beside keys of moderate scores: a score
+ * that came out -inf would read as a hidden key and the row would keep
+ * weights that look right, [0, 0.67, 0.33] instead of the reference's
+ * [0.2, 0.5, 0.2]-like row. attn_forward reports ATTN_ERANGE or gives the
+ * reference's answer. */
+START_TEST(test_errors_range_cancel)
+{
+    tl_case c;
+
+    tl_case_init(&c, &errors_base, 8);
+    memset(c.x, 0, 3 * 4 * sizeof(float));
+    memset(c.w_q, 0, 4 * 4 * sizeof(float));
+    memset(c.w_k, 0, 4 * 4 * sizeof(float));
+    for (size_t r = 0; r < 3; r++)
+        c.x[r * 4 + r] = 1.0f; /* token r is e_r */
+    c.w_q[0] = c.w_q[1] = 1e20f;   /* q_0 = (1e20, 1e20) in head 0 */
+    c.w_k[0] = -1e20f;             /* k_0 = (-1e20, 1e20) */
+    c.w_k[1] = 1e20f;
+    c.w_k[4] = 1e-20f;             /* k_1 = (1e-20, 0): q_0 . k_1 = 1 */
+    errors_range_or_reference(&c, "cancelling score");
     tl_case_free(&c);
 }
 END_TEST
@@ -336,10 +344,7 @@ END_TEST
  * executor (outputs only, the fused kernel where the CPU has it). */
 START_TEST(test_errors_range_scores)
 {
-    attn_weights modes[] = { ATTN_WEIGHTS_PER_HEAD, ATTN_WEIGHTS_MEAN,
-                             ATTN_WEIGHTS_NONE };
     tl_case c;
-    tl_exec ex;
 
     tl_case_init(&c, &errors_base, 7);
     for (size_t i = 0; i < 3 * 4; i++)
@@ -349,43 +354,9 @@ START_TEST(test_errors_range_scores)
     for (int sign = -1; sign <= 1; sign++) {
         for (size_t i = 0; i < 4 * 2 * 2; i++)
             c.w_k[i] = sign != 0 ? (float)sign : i % 2 ? -1.0f : 1.0f;
-        for (size_t m = 0; m < 2 * 3; m++) {
-            float *w_ref = NULL, *out_ref, *out, *w = NULL;
-            attn_params p = c.p;
-            int st;
-            char what[96];
-
-            attn_weights mode = modes[m % 3];
-
-            p.weights = mode;
-            out_ref = tl_run(attn_forward_ref, &p, mode, &w_ref);
-            out = malloc(tl_output_elems(&p) * sizeof *out);
-            ck_assert_ptr_nonnull(out);
-            if (mode != ATTN_WEIGHTS_NONE) {
-                w = malloc(tl_weights_elems(&p, mode) * sizeof *w);
-                ck_assert_ptr_nonnull(w);
-            }
-            tl_exec_init(&ex, TL_EXEC_REVERSE, 2);
-            if (m >= 3)
-                p.executor = &ex.iface;
-            st = attn_forward(&p, out, w);
-            tl_exec_destroy(&ex);
-            snprintf(what, sizeof what, "scores %s, weights mode %d%s",
-                     sign < 0 ? "-inf" : sign > 0 ? "+inf" : "NaN",
-                     (int)mode, m >= 3 ? ", executor" : "");
-            ck_assert_msg(st == ATTN_OK || st == ATTN_ERANGE,
-                          "%s: returned %d", what, st);
-            if (st == ATTN_OK) {
-                tl_assert_close_f(what, out, out_ref, tl_output_elems(&p));
-                if (w != NULL)
-                    tl_assert_close_f(what, w, w_ref,
-                                      tl_weights_elems(&p, mode));
-            }
-            free(out_ref);
-            free(w_ref);
-            free(out);
-            free(w);
-        }
+        errors_range_or_reference(&c, sign < 0   ? "scores -inf"
+                                      : sign > 0 ? "scores +inf"
+                                                 : "scores NaN");
     }
     tl_case_free(&c);
 }

@@ -1918,45 +1918,62 @@ START_TEST(test_codec_limits)
 }
 END_TEST
 
+/* sb_matrix of a [rows][cols] matrix whose row r is [1, r, r, ...], or
+ * of `fill` everywhere when fill is not 0. */
+static void sb_rows(sbuf *b, size_t rows, size_t cols, float fill)
+{
+    float *v = malloc(rows * cols * sizeof *v);
+
+    ck_assert_ptr_nonnull(v);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            v[r * cols + c] = fill != 0.0f ? fill : c ? (float)r : 1.0f;
+    sb_matrix(b, v, rows, cols);
+    free(v);
+}
+
+/* The request b (an object) with `extra` ("\"value_norms\":true") added
+ * costs `delta` more units of work than b alone, is refused with `part`
+ * in the message when --max-flops is one unit short, and b alone is not. */
+static void expect_extra_work(const sbuf *b, const char *extra,
+                              uint64_t delta, const char *part)
+{
+    sbuf with = TEXT_BUF_INIT;
+    limits_config l = lim_default();
+    codec_request *req = parse_ok(b->data);
+    uint64_t base = req->cost;
+
+    codec_request_free(req);
+    sb_printf(&with, "%.*s,%s}", (int)(b->len - 1), b->data, extra);
+    req = parse_ok(with.data);
+    ck_assert_uint_eq(req->cost, base + delta);
+    codec_request_free(req);
+    l.max_flops = base + delta - 1;
+    req = parse_ok_lim(b->data, &l);
+    codec_request_free(req);
+    expect_err_lim(with.data, with.len, &l, ERRORS_TOO_LARGE, "", part);
+    free(with.data);
+}
+
 /* value_norms' products (each key's value through each head's rows of
  * W_O) count against --max-flops: one query against many keys and a wide
  * W_O costs little else, and took seconds past the limit. */
 START_TEST(test_codec_limits_value_norms_work)
 {
-    sbuf b = TEXT_BUF_INIT, vn = TEXT_BUF_INIT;
+    sbuf b = TEXT_BUF_INIT;
     size_t m = 64, d_out = 512;
-    codec_request *req;
-    limits_config l = lim_default();
-    uint64_t base, want;
 
-    sb_printf(&b, "{\"x\":[[1,2]],\"memory\":[");
-    for (size_t c = 0; c < m; c++)
-        sb_printf(&b, "%s[1,%zu]", c ? "," : "", c);
-    sb_printf(&b, "],\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
-                  "\"w_v\":[[1,0],[0,1]],\"w_o\":[");
-    for (size_t r = 0; r < 2; r++) {
-        sb_printf(&b, "%s[", r ? "," : "");
-        for (size_t c = 0; c < d_out; c++)
-            sb_printf(&b, "%s0.5", c ? "," : "");
-        sb_printf(&b, "]");
-    }
-    sb_printf(&b, "]}");
-    req = parse_ok(b.data);
-    base = req->cost;
-    codec_request_free(req);
-    sb_printf(&vn, "%.*s,\"value_norms\":true}", (int)(b.len - 1), b.data);
-    req = parse_ok(vn.data);
+    sb_printf(&b, "{\"x\":[[1,2]],\"memory\":");
+    sb_rows(&b, m, 2, 0.0f);
+    sb_printf(&b, ",\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
+                  "\"w_v\":[[1,0],[0,1]],\"w_o\":");
+    sb_rows(&b, 2, d_out, 0.5f);
+    sb_printf(&b, "}");
     /* B h m (2 d_v d_out + 2 d_out) */
-    want = base + (uint64_t)m * (2 * 2 * d_out + 2 * d_out);
-    ck_assert_uint_eq(req->cost, want);
-    codec_request_free(req);
-    l.max_flops = want - 1;
-    req = parse_ok_lim(b.data, &l);
-    codec_request_free(req);
-    expect_err_lim(vn.data, vn.len, &l, ERRORS_TOO_LARGE, "",
-                   "and value_norms' products");
+    expect_extra_work(&b, "\"value_norms\":true",
+                      (uint64_t)m * (2 * 2 * d_out + 2 * d_out),
+                      "and value_norms' products");
     free(b.data);
-    free(vn.data);
 }
 END_TEST
 
@@ -1965,44 +1982,23 @@ END_TEST
  * over 1024 tokens in a 39 KB body took 20 s. */
 START_TEST(test_codec_limits_analysis_work)
 {
-    sbuf b = TEXT_BUF_INIT, an = TEXT_BUF_INIT;
+    sbuf b = TEXT_BUF_INIT;
     size_t n = 16, h = 8;
-    codec_request *req;
-    limits_config l = lim_default();
-    uint64_t base, want;
 
-    sb_printf(&b, "{\"x\":[");
-    for (size_t a = 0; a < n; a++)
-        sb_printf(&b, "%s[1,%zu]", a ? "," : "", a);
-    sb_printf(&b, "],\"num_heads\":%zu", h);
-    for (const char *const *w = (const char *const[]){"w_q", "w_k", "w_v", 0};
-         *w; w++) {
-        sb_printf(&b, ",\"%s\":[", *w);
-        for (size_t r = 0; r < 2; r++) {
-            sb_printf(&b, "%s[", r ? "," : "");
-            for (size_t c = 0; c < h; c++)
-                sb_printf(&b, "%s0.5", c ? "," : "");
-            sb_printf(&b, "]");
-        }
-        sb_printf(&b, "]");
-    }
+    sb_printf(&b, "{\"x\":");
+    sb_rows(&b, n, 2, 0.0f);
+    sb_printf(&b, ",\"num_heads\":%zu,\"w_q\":", h);
+    sb_rows(&b, 2, h, 0.5f);
+    sb_printf(&b, ",\"w_k\":");
+    sb_rows(&b, 2, h, 0.5f);
+    sb_printf(&b, ",\"w_v\":");
+    sb_rows(&b, 2, h, 0.5f);
     sb_printf(&b, ",\"return_weights\":\"none\"}");
-    req = parse_ok(b.data);
-    base = req->cost;
-    codec_request_free(req);
-    sb_printf(&an, "%.*s,\"analysis\":true}", (int)(b.len - 1), b.data);
-    req = parse_ok(an.data);
     /* B n m (h + h (h - 1) / 2) logarithms of 100 units */
-    want = base + (uint64_t)n * n * (h + h * (h - 1) / 2) * 100;
-    ck_assert_uint_eq(req->cost, want);
-    codec_request_free(req);
-    l.max_flops = want - 1;
-    req = parse_ok_lim(b.data, &l);
-    codec_request_free(req);
-    expect_err_lim(an.data, an.len, &l, ERRORS_TOO_LARGE, "",
-                   "and the head figures' logarithms");
+    expect_extra_work(&b, "\"analysis\":true",
+                      (uint64_t)n * n * (h + h * (h - 1) / 2) * 100,
+                      "and the head figures' logarithms");
     free(b.data);
-    free(an.data);
 }
 END_TEST
 
