@@ -89,6 +89,7 @@ int codec__budget(codec_request *req, const limits_config *lim,
     const attn_params *p = &req->p;
     attn_extras ex = {0};
     uint64_t cost = 0, ws = 0, bytes;
+    float unused;
     attn_status rc;
 
     rc = attn_flops(p, &req->flops);
@@ -135,8 +136,12 @@ int codec__budget(codec_request *req, const limits_config *lim,
     req->cost = cost;
     if (lim->max_request_bytes == 0)
         return 0;
+    /* the extras codec_run asks for: the library sizes its workspace by
+     * which outputs are wanted (value_norms with w_o takes an [m][d_out]
+     * buffer of its own), never writing through these pointers here */
     ex.stats = req->analysis;
     ex.top_k = req->top_k;
+    ex.value_norms = req->want_value_norms ? &unused : NULL;
     rc = attn_workspace_bytes(p, &ex, 1, &ws);
     bytes = ws + codec__result_bytes(req);
     if (rc != ATTN_OK || bytes > lim->max_request_bytes) {

@@ -1977,6 +1977,39 @@ START_TEST(test_codec_limits_value_norms_work)
 }
 END_TEST
 
+/* value_norms with w_o multiplies each head's values by its rows of W_O
+ * into an [m][d_out] buffer: with m = d_out = 2048 that is 16 MiB for a
+ * body of 12 KB, counted against --max-request-bytes like the rest of the
+ * workspace. */
+START_TEST(test_codec_limits_value_norms_bytes)
+{
+    sbuf b = TEXT_BUF_INIT, vn = TEXT_BUF_INIT;
+    size_t m = 2048, d_out = 2048;
+    codec_request *req;
+    limits_config l = lim_default();
+
+    sb_printf(&b, "{\"x\":[[1]],\"memory\":[");
+    for (size_t c = 0; c < m; c++)
+        sb_printf(&b, "%s[1]", c ? "," : "");
+    sb_printf(&b, "],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+                  "\"return_weights\":\"none\",\"w_o\":[[");
+    for (size_t c = 0; c < d_out; c++)
+        sb_printf(&b, "%s0.5", c ? "," : "");
+    sb_printf(&b, "]]}");
+    sb_printf(&vn, "%.*s,\"value_norms\":true}", (int)(b.len - 1), b.data);
+    l.max_request_bytes = (size_t)8 << 20;
+    req = parse_ok_lim(b.data, &l);
+    codec_request_free(req);
+    expect_err_lim(vn.data, vn.len, &l, ERRORS_TOO_LARGE, "",
+                   "--max-request-bytes");
+    l.max_request_bytes = (size_t)17 << 20;
+    req = parse_ok_lim(vn.data, &l);
+    codec_request_free(req);
+    free(b.data);
+    free(vn.data);
+}
+END_TEST
+
 /* The head figures' logarithms (each head's entropy and each pair of
  * heads' divergence, over every key of every row) count too: 128 heads
  * over 1024 tokens in a 39 KB body took 20 s. */
@@ -2879,6 +2912,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_limits);
     tcase_add_test(tc, test_codec_limits_maps_before_alloc);
     tcase_add_test(tc, test_codec_limits_value_norms_work);
+    tcase_add_test(tc, test_codec_limits_value_norms_bytes);
     tcase_add_test(tc, test_codec_limits_analysis_work);
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
