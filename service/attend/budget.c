@@ -12,7 +12,8 @@
  * logarithms (codec__analysis_cost).
  *
  * Memory: the library's workspace (attn_workspace_bytes: projections,
- * packed keys and values, score tiles) plus the results this request keeps
+ * packed keys and values, score tiles, for as many workers as the pool
+ * has) plus the results this request keeps
  * (output, maps or top-k pairs, value norms, queries and keys, head
  * figures), held to --max-request-bytes (0: no bound). A 197 KB body can
  * ask for gigabytes of projections; it is refused here, with RSS
@@ -142,7 +143,9 @@ int codec__budget(codec_request *req, const limits_config *lim,
     ex.stats = req->analysis;
     ex.top_k = req->top_k;
     ex.value_norms = req->want_value_norms ? &unused : NULL;
-    rc = attn_workspace_bytes(p, &ex, 1, &ws);
+    /* sized for every worker of the pool: keeping each head's scores
+     * for top_k or the head figures takes blk h m floats a worker */
+    rc = attn_workspace_bytes(p, &ex, lim->workers ? lim->workers : 1, &ws);
     bytes = ws + codec__result_bytes(req);
     if (rc != ATTN_OK || bytes > lim->max_request_bytes) {
         codec_error_set(err, ERRORS_TOO_LARGE, NULL,

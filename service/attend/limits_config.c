@@ -12,4 +12,5 @@ void limits_defaults(limits_config *lim)
     lim->max_in_flight = 64;
     lim->max_request_bytes = 0; /* auto: see config_resolve */
     lim->timeout_s = 30;
+    lim->workers = 1; /* the server sets its pool's */
 }

@@ -22,6 +22,10 @@ typedef struct limits_config {
                                  config_resolve sizes it for the machine */
     unsigned timeout_s;      /* --timeout          ATTND_TIMEOUT: idle
                                 connection timeout in seconds */
+    size_t workers;          /* not an option: the compute pool's workers
+                                (--threads resolved), each with score tiles
+                                of its own in a request's workspace; 0
+                                counts one */
 } limits_config;
 
 /* Defaults that admit the contract's realistic work (n = 512, d_model = 768,

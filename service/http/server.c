@@ -555,6 +555,8 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
         server_stop(srv);
         return -1;
     }
+    /* a request's workspace is counted for every worker it may run on */
+    srv->cfg.limits.workers = threads;
     /* The pool is the only source of compute parallelism; OpenBLAS's own
      * threads on top would oversubscribe the cores. */
     attn_blas_set_threads(1);

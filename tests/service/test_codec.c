@@ -2010,6 +2010,38 @@ START_TEST(test_codec_limits_value_norms_bytes)
 }
 END_TEST
 
+/* top_k keeps every head's scores of a tile: blk h m floats a worker
+ * (128 x 16 x 1024, 8 MiB), and each worker of the pool has its own. The
+ * request fits 16 MiB on one worker, not on four. */
+START_TEST(test_codec_limits_bytes_per_worker)
+{
+    sbuf b = TEXT_BUF_INIT;
+    size_t n = 1024, h = 16;
+    codec_request *req;
+    limits_config l = lim_default();
+
+    sb_printf(&b, "{\"x\":[");
+    for (size_t r = 0; r < n; r++)
+        sb_printf(&b, "%s[%zu]", r ? "," : "", r % 7);
+    sb_printf(&b, "],\"num_heads\":%zu,\"top_k\":1", h);
+    for (const char *w = "qkv"; *w; w++) {
+        sb_printf(&b, ",\"w_%c\":[[", *w);
+        for (size_t c = 0; c < h; c++)
+            sb_printf(&b, "%s0.5", c ? "," : "");
+        sb_printf(&b, "]]");
+    }
+    sb_printf(&b, "}");
+    l.max_request_bytes = (size_t)16 << 20;
+    l.workers = 1;
+    req = parse_ok_lim(b.data, &l);
+    codec_request_free(req);
+    l.workers = 4;
+    expect_err_lim(b.data, b.len, &l, ERRORS_TOO_LARGE, "",
+                   "--max-request-bytes");
+    free(b.data);
+}
+END_TEST
+
 /* The head figures' logarithms (each head's entropy and each pair of
  * heads' divergence, over every key of every row) count too: 128 heads
  * over 1024 tokens in a 39 KB body took 20 s. */
@@ -2913,6 +2945,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_limits_maps_before_alloc);
     tcase_add_test(tc, test_codec_limits_value_norms_work);
     tcase_add_test(tc, test_codec_limits_value_norms_bytes);
+    tcase_add_test(tc, test_codec_limits_bytes_per_worker);
     tcase_add_test(tc, test_codec_limits_analysis_work);
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
