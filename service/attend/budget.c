@@ -84,6 +84,67 @@ static int codec__analysis_cost(const attn_params *p, uint64_t *cost)
                : 0;
 }
 
+/* The bytes the rollout over the layers takes at its peak: A_l, R_l (B
+ * n^2 doubles each), a product's n^2 doubles and the [B][n][n] answer,
+ * and for the layer that returns no map its mean map, output and
+ * workspace, computed again (run.c's codec__layer_mean). */
+static uint64_t codec__rollout_bytes(codec_request *const *layers,
+                                     size_t count, const limits_config *lim)
+{
+    const attn_dims *d = &layers[0]->p.dims;
+    uint64_t nn = (uint64_t)d->n * d->n, again = 0;
+    size_t l;
+
+    for (l = 0; l < count; l++) {
+        const codec_request *one = layers[l];
+        attn_params p = one->p;
+        uint64_t ws = 0, b;
+        if (one->p.weights != ATTN_WEIGHTS_NONE && !one->top_k)
+            continue;
+        p.weights = ATTN_WEIGHTS_MEAN;
+        if (attn_workspace_bytes(&p, NULL, lim->workers ? lim->workers : 1,
+                                 &ws) != ATTN_OK)
+            return UINT64_MAX;
+        b = ws + 4 * (uint64_t)d->B * d->n * (p.dims.d_out + d->n);
+        if (b > again)
+            again = b;
+    }
+    return 20 * d->B * nn + 8 * nn + again;
+}
+
+int codec__layers_budget(codec_request *const *layers, size_t count,
+                         int rollout, const limits_config *lim,
+                         codec_error *err)
+{
+    uint64_t kept = 0, peak = 0, roll, bytes;
+    size_t l;
+
+    if (lim->max_request_bytes == 0)
+        return 0;
+    for (l = 0; l < count; l++) {
+        kept += layers[l]->result_bytes + layers[l]->copied;
+        if (layers[l]->ws_bytes > peak)
+            peak = layers[l]->ws_bytes;
+    }
+    roll = rollout ? codec__rollout_bytes(layers, count, lim) : 0;
+    if (roll > peak)
+        peak = roll;
+    bytes = kept + peak < kept ? UINT64_MAX : kept + peak;
+    if (bytes <= lim->max_request_bytes)
+        return 0;
+    codec_error_set(err, ERRORS_TOO_LARGE, NULL,
+                    "the first %zu layers%s need %llu bytes of working memory "
+                    "together (every layer's results and the copies of the "
+                    "inputs it inherits or converts, kept until the answer "
+                    "is written, and the largest workspace%s); the limit "
+                    "--max-request-bytes (ATTND_MAX_REQUEST_BYTES) is %zu",
+                    count, rollout ? " and the rollout" : "",
+                    (unsigned long long)bytes,
+                    rollout ? " or the rollout's" : "",
+                    lim->max_request_bytes);
+    return -1;
+}
+
 int codec__budget(codec_request *req, const limits_config *lim,
                   codec_error *err)
 {
@@ -146,7 +207,9 @@ int codec__budget(codec_request *req, const limits_config *lim,
     /* sized for every worker of the pool: keeping each head's scores
      * for top_k or the head figures takes blk h m floats a worker */
     rc = attn_workspace_bytes(p, &ex, lim->workers ? lim->workers : 1, &ws);
-    bytes = ws + codec__result_bytes(req);
+    req->ws_bytes = ws;
+    req->result_bytes = codec__result_bytes(req);
+    bytes = ws + req->result_bytes;
     if (rc != ATTN_OK || bytes > lim->max_request_bytes) {
         codec_error_set(err, ERRORS_TOO_LARGE, NULL,
                         "the request needs %s%llu bytes of working memory "

@@ -31,6 +31,7 @@ static void *codec__adopt(codec_request *req, void *buf)
 /* A new buffer of count elements of size elem, owned by the request. */
 static void *codec__alloc(codec_request *req, size_t count, size_t elem)
 {
+    req->copied += (uint64_t)count * elem;
     return codec__adopt(req, malloc(count * elem + (count == 0)));
 }
 
@@ -297,11 +298,14 @@ static int codec__rules(codec__fields *f, codec_request *req, int *oom)
     return *oom ? -1 : 0;
 }
 
-/* A malloc'd NUL-terminated copy of s[0..len); NULL when out of memory. */
-static char *codec__strndup(const char *s, size_t len)
+/* A malloc'd NUL-terminated copy of s[0..len), counted in req->copied
+ * twice: the answer copies it again while it is written (write.c); NULL
+ * when out of memory. */
+static char *codec__strndup(codec_request *req, const char *s, size_t len)
 {
     char *d = malloc(len + 1);
 
+    req->copied += 2 * ((uint64_t)len + 1);
     if (d != NULL) {
         memcpy(d, s, len);
         d[len] = '\0';
@@ -372,12 +376,13 @@ int codec__build(codec__fields *f, codec_request *req, codec_error *err)
     if (!oom)
         codec__rules(f, req, &oom);
     if (!oom && f->tokens.text != NULL &&
-        (req->tokens_json = codec__strndup(f->tokens.text, f->tokens.len)) ==
+        (req->tokens_json = codec__strndup(req, f->tokens.text,
+                                            f->tokens.len)) ==
             NULL)
         oom = 1;
     if (!oom && f->memory_tokens.text != NULL &&
         (req->memory_tokens_json = codec__strndup(
-             f->memory_tokens.text, f->memory_tokens.len)) == NULL)
+             req, f->memory_tokens.text, f->memory_tokens.len)) == NULL)
         oom = 1;
     if (oom) {
         codec_error_set(err, ERRORS_UNAVAILABLE, NULL,

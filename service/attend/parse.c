@@ -431,6 +431,9 @@ static int codec__layers(codec__fields *top, const limits_config *lim,
                             (unsigned long long)lim->max_flops);
             goto fail;
         }
+        /* the layers so far, before the next one copies anything */
+        if (codec__layers_budget(layers, count, top->rollout, lim, err) != 0)
+            goto fail;
     }
     if (rc < 0)
         goto fail;

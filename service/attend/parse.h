@@ -117,6 +117,14 @@ int codec__limits(const attn_params *p, const codec__fields *f,
 int codec__budget(codec_request *req, const limits_config *lim,
                   codec_error *err);
 
+/* budget.c: the memory of a `layers` request's built layers together:
+ * every layer's results and input copies are kept until the answer is
+ * written, beside the largest workspace (or the rollout's buffers). 0 or
+ * -1 (413 in err). */
+int codec__layers_budget(codec_request *const *layers, size_t count,
+                         int rollout, const limits_config *lim,
+                         codec_error *err);
+
 /* build.c: fills req's params from checked fields, converting weights to
  * the library's layout; buffers move from f to req (shared ones are
  * copied). 0 or -1 (out of memory). */

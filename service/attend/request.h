@@ -38,6 +38,11 @@ struct codec_request {
     uint64_t params;   /* attn_param_count */
     uint64_t flops;    /* attn_flops */
     uint64_t cost;     /* attn_cost: the work held to --max-flops */
+    uint64_t copied;   /* bytes of inputs build.c copied or converted:
+                          layouts, expanded masks and positions, a field
+                          a layer inherits, the tokens */
+    uint64_t ws_bytes, result_bytes; /* codec__budget's figures (0 when
+                                        --max-request-bytes is off) */
     int analysis;      /* "analysis": true (head figures) */
     size_t top_k;      /* "top_k": k, or 0 for dense maps */
     int want_value_norms; /* "value_norms": true */

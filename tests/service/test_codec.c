@@ -2042,6 +2042,51 @@ START_TEST(test_codec_limits_bytes_per_worker)
 }
 END_TEST
 
+/* Every layer keeps its results and its own copy of what it inherits
+ * (x [256][64], 64 KiB) until the answer is written: 2 layers fit 1 MiB,
+ * 32 do not, and neither does the rollout's n^2 doubles over 1 layer. */
+START_TEST(test_codec_limits_layers_bytes)
+{
+    sbuf b = TEXT_BUF_INIT, two = TEXT_BUF_INIT, many = TEXT_BUF_INIT,
+         roll = TEXT_BUF_INIT;
+    size_t n = 256, d_model = 64;
+    codec_request *req;
+    limits_config l = lim_default();
+
+    sb_printf(&b, "{\"return_weights\":\"none\",\"x\":[");
+    for (size_t r = 0; r < n; r++) {
+        sb_printf(&b, "%s[", r ? "," : "");
+        for (size_t c = 0; c < d_model; c++)
+            sb_printf(&b, "%s%zu", c ? "," : "", (r + c) % 5);
+        sb_printf(&b, "]");
+    }
+    sb_printf(&b, "]");
+    for (const char *w = "qkv"; *w; w++) {
+        sb_printf(&b, ",\"w_%c\":[", *w);
+        for (size_t r = 0; r < d_model; r++)
+            sb_printf(&b, "%s[0.5]", r ? "," : "");
+        sb_printf(&b, "]");
+    }
+    sb_printf(&two, "%s,\"layers\":[{},{}]}", b.data);
+    sb_printf(&many, "%s,\"layers\":[{}", b.data);
+    for (size_t k = 1; k < 32; k++)
+        sb_printf(&many, ",{}");
+    sb_printf(&many, "]}");
+    sb_printf(&roll, "%s,\"rollout\":true,\"layers\":[{}]}", b.data);
+    l.max_request_bytes = (size_t)1 << 20;
+    req = parse_ok_lim(two.data, &l);
+    codec_request_free(req);
+    expect_err_lim(many.data, many.len, &l, ERRORS_TOO_LARGE, "",
+                   "layers need");
+    expect_err_lim(roll.data, roll.len, &l, ERRORS_TOO_LARGE, "",
+                   "and the rollout need");
+    free(b.data);
+    free(two.data);
+    free(many.data);
+    free(roll.data);
+}
+END_TEST
+
 /* The head figures' logarithms (each head's entropy and each pair of
  * heads' divergence, over every key of every row) count too: 128 heads
  * over 1024 tokens in a 39 KB body took 20 s. */
@@ -2946,6 +2991,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_limits_value_norms_work);
     tcase_add_test(tc, test_codec_limits_value_norms_bytes);
     tcase_add_test(tc, test_codec_limits_bytes_per_worker);
+    tcase_add_test(tc, test_codec_limits_layers_bytes);
     tcase_add_test(tc, test_codec_limits_analysis_work);
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
