@@ -207,6 +207,19 @@ int codec__budget(codec_request *req, const limits_config *lim,
     /* sized for every worker of the pool: keeping each head's scores
      * for top_k or the head figures takes blk h m floats a worker */
     rc = attn_workspace_bytes(p, &ex, lim->workers ? lim->workers : 1, &ws);
+    if (rc == ATTN_OK && req->flops <= CODEC_REF_FLOPS && !req->top_k &&
+        !req->analysis) {
+        /* the float64 reference that computes the request again when
+         * float32 overflows (run.c): Q, K, V and the heads' concatenation
+         * of one batch element, and a row of scores, in doubles; twice
+         * the float32 projections, once the fast path's workspace is
+         * freed */
+        const attn_dims *d = &p->dims;
+        uint64_t ref = 8 * ((uint64_t)d->n * d->h * (d->d_k + d->d_v) +
+                            (uint64_t)d->m * d->g * (d->d_k + d->d_v) + d->m);
+        if (ref > ws)
+            ws = ref;
+    }
     req->ws_bytes = ws;
     req->result_bytes = codec__result_bytes(req);
     bytes = ws + req->result_bytes;

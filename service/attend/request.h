@@ -70,6 +70,11 @@ struct codec_request {
     double analysis_seconds; /* extras' cost, summed over compute threads */
 };
 
+/* The most work the float64 reference takes on when float32 overflows
+ * (run.c's codec__forward): about a second of it on one core here. Its
+ * memory is budgeted (budget.c) for every request that may take it. */
+#define CODEC_REF_FLOPS UINT64_C(1000000000)
+
 /* refs.c: the resolver of {"ref": ...} tensors and `store: true` puts
  * over the tensor store st; NULL when st is NULL (the store is off). */
 struct store;

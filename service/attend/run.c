@@ -41,10 +41,6 @@ static void codec__results_free(codec_request *req)
 /* 4 MFLOP: about 40 us on one core here. */
 #define CODEC_INLINE_FLOPS UINT64_C(4000000)
 
-/* The most work the float64 reference takes on when float32 overflows
- * (below): about a second of it on one core here. */
-#define CODEC_REF_FLOPS UINT64_C(1000000000)
-
 /* attn_forward_ex, or attn_forward without extras; when finite inputs
  * overflow float32 inside the computation (x of 1e20 makes scores of
  * 1e40) while the answer itself would fit, the float64 reference computes

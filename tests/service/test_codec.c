@@ -2087,6 +2087,38 @@ START_TEST(test_codec_limits_layers_bytes)
 }
 END_TEST
 
+/* A request of at most CODEC_REF_FLOPS is computed again in float64 when
+ * float32 overflows: its Q [512][1024] in doubles is 4 MiB where the
+ * float32 workspace holds 2 MiB, and the budget counts the larger. */
+START_TEST(test_codec_limits_ref_bytes)
+{
+    sbuf b = TEXT_BUF_INIT;
+    size_t n = 512, d_k = 1024;
+    codec_request *req;
+    limits_config l = lim_default();
+
+    sb_printf(&b, "{\"memory\":[[1]],\"w_v\":[[1]],"
+                  "\"return_weights\":\"none\",\"x\":[");
+    for (size_t r = 0; r < n; r++)
+        sb_printf(&b, "%s[1e20]", r ? "," : "");
+    sb_printf(&b, "]");
+    for (const char *w = "qk"; *w; w++) {
+        sb_printf(&b, ",\"w_%c\":[[", *w);
+        for (size_t c = 0; c < d_k; c++)
+            sb_printf(&b, "%s1", c ? "," : "");
+        sb_printf(&b, "]]");
+    }
+    sb_printf(&b, "}");
+    l.max_request_bytes = (size_t)3 << 20;
+    expect_err_lim(b.data, b.len, &l, ERRORS_TOO_LARGE, "",
+                   "--max-request-bytes");
+    l.max_request_bytes = (size_t)5 << 20;
+    req = parse_ok_lim(b.data, &l);
+    codec_request_free(req);
+    free(b.data);
+}
+END_TEST
+
 /* The head figures' logarithms (each head's entropy and each pair of
  * heads' divergence, over every key of every row) count too: 128 heads
  * over 1024 tokens in a 39 KB body took 20 s. */
@@ -2992,6 +3024,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_limits_value_norms_bytes);
     tcase_add_test(tc, test_codec_limits_bytes_per_worker);
     tcase_add_test(tc, test_codec_limits_layers_bytes);
+    tcase_add_test(tc, test_codec_limits_ref_bytes);
     tcase_add_test(tc, test_codec_limits_analysis_work);
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
