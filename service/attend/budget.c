@@ -222,11 +222,14 @@ int codec__budget(codec_request *req, const limits_config *lim,
     }
     req->ws_bytes = ws;
     req->result_bytes = codec__result_bytes(req);
-    bytes = ws + req->result_bytes;
+    /* and the inputs build.c converted or expanded (weights in another
+     * layout, positions and masks for every batch element, the tokens) */
+    bytes = ws + req->result_bytes + req->copied;
     if (rc != ATTN_OK || bytes > lim->max_request_bytes) {
         codec_error_set(err, ERRORS_TOO_LARGE, NULL,
                         "the request needs %s%llu bytes of working memory "
-                        "(projections, score tiles and results); the limit "
+                        "(projections, score tiles, results, and the inputs "
+                        "converted or expanded); the limit "
                         "--max-request-bytes (ATTND_MAX_REQUEST_BYTES) is "
                         "%zu", rc != ATTN_OK ? "more than " : "",
                         (unsigned long long)bytes, lim->max_request_bytes);

@@ -2144,6 +2144,46 @@ START_TEST(test_codec_limits_analysis_work)
 }
 END_TEST
 
+/* What build.c expands or converts counts in --max-request-bytes too:
+ * positions [n] given for a batch become [B][n], one int64 a query. */
+START_TEST(test_codec_limits_copied_bytes)
+{
+    sbuf b = TEXT_BUF_INIT, pos = TEXT_BUF_INIT;
+    size_t B = 64, n = 256;
+    codec_request *req;
+    limits_config l = lim_default();
+    uint64_t plain, with;
+
+    sb_printf(&b, "{\"x\":[");
+    for (size_t e = 0; e < B; e++) {
+        sb_printf(&b, "%s", e ? "," : "");
+        sb_rows(&b, n, 2, 0.0f);
+    }
+    sb_printf(&b, "],\"w_q\":[[1],[0]],\"w_k\":[[1],[0]],\"w_v\":[[1],[0]],"
+                  "\"return_weights\":\"none\"}");
+    sb_printf(&pos, "%.*s,\"positions\":[", (int)(b.len - 1), b.data);
+    for (size_t a = 0; a < n; a++)
+        sb_printf(&pos, "%s%zu", a ? "," : "", 3 * a);
+    sb_printf(&pos, "]}");
+    l.max_request_bytes = (size_t)1 << 30;
+    req = parse_ok_lim(b.data, &l);
+    plain = req->ws_bytes + req->result_bytes + req->copied;
+    codec_request_free(req);
+    req = parse_ok_lim(pos.data, &l);
+    with = req->ws_bytes + req->result_bytes + req->copied;
+    codec_request_free(req);
+    ck_assert_uint_ge(with, plain + (uint64_t)B * n * 8);
+    l.max_request_bytes = with;
+    req = parse_ok_lim(pos.data, &l);
+    codec_request_free(req);
+    l.max_request_bytes = with - 1;
+    expect_err_lim(pos.data, pos.len, &l, ERRORS_TOO_LARGE, "",
+                   "and the inputs converted or expanded");
+    free(b.data);
+    free(pos.data);
+}
+END_TEST
+
 START_TEST(test_codec_limits_maps_before_alloc)
 {
     /* a small body asking for a gigantic map: n = 65536 rows of one value
@@ -3026,6 +3066,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_limits_layers_bytes);
     tcase_add_test(tc, test_codec_limits_ref_bytes);
     tcase_add_test(tc, test_codec_limits_analysis_work);
+    tcase_add_test(tc, test_codec_limits_copied_bytes);
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
     tcase_add_test(tc, test_codec_format_layouts_agree);
