@@ -61,10 +61,10 @@ void guard_request_end(guard_conn *gc)
     atomic_store(&gc->t_idle, guard__now());
     atomic_store(&gc->app, GUARD__APP_NONE);
     pthread_mutex_unlock(&guard__mu);
-    /* a head refused behind this request (pipelined) is answered once this
-     * one's answer is out (guard__refuse) */
-    if (gc->reject.status)
-        atomic_store(&gc->responded, false);
+    /* The answer was this request's: a head refused behind it (pipelined,
+     * or sent later on the kept-alive connection) and a later head that
+     * misses --header-timeout get their own (guard__refuse, guard__cut). */
+    atomic_store(&gc->responded, false);
     guard_body_sink(gc, NULL, 0); /* before the request's buffer is freed */
     guard__wake_on_eof(gc);
 }

@@ -1342,6 +1342,50 @@ START_TEST(test_http_refused_head_answered_after_the_request_before_it)
 }
 END_TEST
 
+START_TEST(test_http_later_request_refused_or_timed_out_answered)
+{
+    /* A kept-alive connection whose first request was answered: a second
+     * head refused for its framing gets its 400, and one that stalls gets
+     * its 408, instead of a silent close. */
+    config cfg;
+    ts_config(&cfg);
+    cfg.header_timeout_s = 1;
+    server *s = ts_start(&cfg);
+    static const char first[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+    static const char *const second[] = {
+        "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Length: zz\r\n\r\n",
+        "GARBAGE\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: t\r\n",
+    };
+    static const int want[] = {400, 400, 408};
+    for (size_t i = 0; i < sizeof second / sizeof second[0]; i++) {
+        int fd = ts_connect(server_port(s));
+        struct timeval tv = {.tv_sec = 10};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ck_assert_int_eq(send(fd, first, sizeof first - 1, MSG_NOSIGNAL),
+                         (ssize_t)(sizeof first - 1));
+        char head[512];
+        ssize_t n = recv(fd, head, sizeof head - 1, 0);
+        ck_assert_int_gt(n, 0);
+        head[n] = '\0';
+        ck_assert_ptr_nonnull(strstr(head, "{\"status\":\"ok\"}"));
+        size_t len = strlen(second[i]);
+        ck_assert_int_eq(send(fd, second[i], len, MSG_NOSIGNAL), (ssize_t)len);
+        size_t got;
+        bool closed;
+        char *out = recv_to_close(fd, 1 << 16, &got, &closed);
+        int status = -1;
+        ck_assert_msg(sscanf(out, "HTTP/1.1 %d", &status) == 1 &&
+                          status == want[i],
+                      "case %zu: answered \"%.60s\", expected %d", i, out,
+                      want[i]);
+        ck_assert(closed);
+        free(out);
+    }
+    server_stop(s);
+}
+END_TEST
+
 START_TEST(test_http_half_closed_client_answered_and_closed)
 {
     /* A client that half-closes right after its request (its FIN arriving
@@ -1845,6 +1889,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_large_body_read_in_place);
     tcase_add_test(t, test_http_half_closed_client_answered_and_closed);
     tcase_add_test(t, test_http_refused_head_answered_after_the_request_before_it);
+    tcase_add_test(t, test_http_later_request_refused_or_timed_out_answered);
     tcase_add_test(t, test_http_probes_answered_while_pool_saturated);
     tcase_add_test(t, test_http_health_during_heavy_request);
     tcase_add_test(t, test_http_client_vanishing_mid_response);
