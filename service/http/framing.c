@@ -6,8 +6,10 @@
  * whitespace between a field name and its colon, obs-fold (a line that
  * continues the previous field), a Content-Length that is not one decimal
  * number or differs between repeats, a Transfer-Encoding other than one
- * "chunked" or beside a Content-Length. A line may end with CRLF or LF
- * (RFC 9112 2.2 lets a recipient accept LF). */
+ * "chunked" or beside a Content-Length. Also what libmicrohttpd 0.9.75
+ * itself refuses with an HTML answer of its own instead of the contract's:
+ * whitespace after a Content-Length's number or after a chunk size. A
+ * line may end with CRLF or LF (RFC 9112 2.2 lets a recipient accept LF). */
 #include "http/framing.h"
 
 #include "errors.h"
@@ -189,6 +191,14 @@ static bool framing__head(framing *f, const char *buf, size_t len,
         if (!framing__field(p, n, err, &name, &name_len, &value, &value_len))
             return false;
         if (framing__is(name, name_len, "Content-Length")) {
+            if (value + value_len < p + n) {
+                /* libmicrohttpd 0.9.75 takes whitespace after the number
+                 * for a malformed length and answers HTML, twice. */
+                framing__fail(err, ERRORS_BAD_REQUEST,
+                              "Content-Length must be a decimal number, "
+                              "without whitespace after it");
+                return false;
+            }
             if (value_len == 0 || strspn(value, "0123456789") < value_len) {
                 framing__fail(err, ERRORS_BAD_REQUEST,
                               memchr(value, ',', value_len)
@@ -404,11 +414,16 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
                 }
                 size = size * 16 + (uint64_t)d;
             }
-            size_t j = i;
-            while (j < n && (p[j] == ' ' || p[j] == '\t'))
-                j++;
-            if (i == 0 || (j < n && p[j] != ';') ||
-                !framing__value_ok(p + j, n - j)) {
+            if (i < n && (p[i] == ' ' || p[i] == '\t')) {
+                /* RFC 9112 allows it (BWS), but libmicrohttpd 0.9.75
+                 * refuses it with an HTML 400 of its own. */
+                framing__fail(err, ERRORS_BAD_REQUEST,
+                              "whitespace after a chunk size is not "
+                              "accepted");
+                return pos;
+            }
+            if (i == 0 || (i < n && p[i] != ';') ||
+                !framing__value_ok(p + i, n - i)) {
                 framing__fail(err, ERRORS_BAD_REQUEST,
                               "a chunk-size line must be hex digits and "
                               "optional extensions");

@@ -1727,6 +1727,32 @@ START_TEST(test_http_header_timeout_408)
 }
 END_TEST
 
+START_TEST(test_http_whitespace_libmicrohttpd_refuses_answered_once)
+{
+    /* Whitespace after a Content-Length's number or after a chunk size,
+     * which libmicrohttpd 0.9.75 would answer with HTML of its own (the
+     * first twice): one JSON 400, then the connection closes. */
+    static const char *const heads[] = {
+        "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+        "\r\nContent-Length: 2 \r\n\r\n{}",
+        "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+        "\r\nTransfer-Encoding: chunked\r\n\r\n2 ;x=1\r\n{}\r\n0\r\n\r\n",
+        "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+        "\r\nTransfer-Encoding: chunked\r\n\r\n2\t\r\n{}\r\n0\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        char out[4096];
+        int st = ts_raw(port, heads[i], strlen(heads[i]), out, sizeof out);
+        ck_assert_msg(st == 400, "case %zu: %d", i, st);
+        ck_assert_msg(strstr(out, "\"bad_request\"") != NULL,
+                      "case %zu: %s", i, out);
+        ck_assert_msg(strstr(out + 9, "HTTP/1.1 ") == NULL,
+                      "case %zu answered twice: %s", i, out);
+    }
+    ck_assert_int_eq(ts_get_status(port, "/healthz"), 200);
+}
+END_TEST
+
 /* -- framing (framing.c, no sockets) --------------------------------------- */
 
 /* Feeds stream[0..len) to a fresh framing n bytes at a time, as a reader
@@ -1788,6 +1814,10 @@ START_TEST(test_http_framing_refusals)
         {"GET  / HTTP/1.1\r\n\r\n", 400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nx\r\n", 400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", 400},
+        {"GET / HTTP/1.1\r\nContent-Length: 1 \r\n\r\n", 400},
+        {"GET / HTTP/1.1\r\nContent-Length: 1\t\r\n\r\n", 400},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1 ;x\r\n", 400},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\t\r\n", 400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t got;
@@ -1902,6 +1932,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_header_timeout_408);
     tcase_add_test(t, test_http_framing_any_split);
     tcase_add_test(t, test_http_framing_refusals);
+    tcase_add_test(t, test_http_whitespace_libmicrohttpd_refuses_answered_once);
     suite_add_tcase(s, t);
     return s;
 }
