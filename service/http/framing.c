@@ -8,7 +8,8 @@
  * number or differs between repeats, a Transfer-Encoding other than one
  * "chunked" or beside a Content-Length. Also what libmicrohttpd 0.9.75
  * itself refuses with an HTML answer of its own instead of the contract's:
- * whitespace after a Content-Length's number or after a chunk size. A
+ * whitespace after a Content-Length's number or after a chunk size, and
+ * more header or trailer fields than its connection's memory holds. A
  * line may end with CRLF or LF (RFC 9112 2.2 lets a recipient accept LF). */
 #include "http/framing.h"
 
@@ -176,6 +177,7 @@ static bool framing__head(framing *f, const char *buf, size_t len,
     const char *cl = NULL, *te = NULL;
     size_t cl_len = 0, te_len = 0;
     unsigned te_count = 0, host_count = 0;
+    size_t fields = 0;
     f->origin[0] = '\0';
     for (p = nl + 1; p < end; p = nl + 1) {
         nl = memchr(p, '\n', (size_t)(end - p));
@@ -186,6 +188,12 @@ static bool framing__head(framing *f, const char *buf, size_t len,
         }
         if (n == 0)
             break; /* the empty line that ends the head */
+        if (++fields > FRAMING_MAX_FIELDS) {
+            framing__fail(err, ERRORS_HEADERS_TOO_LARGE,
+                          "the request head has more than 256 header "
+                          "fields");
+            return false;
+        }
         const char *name, *value;
         size_t name_len, value_len;
         if (!framing__field(p, n, err, &name, &name_len, &value, &value_len))
@@ -389,11 +397,17 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
             if (f->state == FRAMING_TRAILER) {
                 const char *name, *value;
                 size_t name_len, value_len;
-                if (n == 0)
+                if (n == 0) {
                     f->state = FRAMING_HEAD;
-                else if (!framing__field(p, n, err, &name, &name_len, &value,
-                                         &value_len))
+                } else if (++f->trailers > FRAMING_MAX_FIELDS) {
+                    framing__fail(err, ERRORS_HEADERS_TOO_LARGE,
+                                  "the trailer section has more than 256 "
+                                  "fields");
                     return pos;
+                } else if (!framing__field(p, n, err, &name, &name_len,
+                                           &value, &value_len)) {
+                    return pos;
+                }
                 pos += line;
                 break;
             }
@@ -432,6 +446,7 @@ size_t framing_scan(framing *f, const char *buf, size_t len,
             pos += line;
             f->left = size;
             f->state = size ? FRAMING_CHUNK_DATA : FRAMING_TRAILER;
+            f->trailers = 0;
             break;
         }
         }

@@ -12,6 +12,10 @@
 /* Longest request line (414 beyond) and header section (431 beyond). */
 #define FRAMING_MAX_LINE 8192
 #define FRAMING_MAX_HEAD 16384
+/* Most fields in a header section, and in a trailer section (431 beyond):
+ * libmicrohttpd keeps each in its connection's memory, which runs out near
+ * 900 short ones, and then answers HTML of its own. */
+#define FRAMING_MAX_FIELDS 256
 
 typedef enum framing_state {
     FRAMING_HEAD,       /* a request's head, or nothing yet */
@@ -28,6 +32,7 @@ typedef struct framing {
     size_t scan;     /* bytes of an unfinished head or line already scanned */
     bool in_head;    /* the head of a request has begun (not just CRLFs) */
     size_t blank;    /* bytes of empty lines before it (at most 64) */
+    size_t trailers; /* fields of the trailer section so far */
     char origin[256]; /* the last head's Origin, for a raw answer's CORS */
 } framing;
 

@@ -1753,6 +1753,26 @@ START_TEST(test_http_whitespace_libmicrohttpd_refuses_answered_once)
 }
 END_TEST
 
+START_TEST(test_http_many_fields_431_json)
+{
+    /* A thousand short header fields fit in 16 KiB but not in what
+     * libmicrohttpd 0.9.75 keeps per connection: the contract's 431, not
+     * its HTML one. */
+    char *many = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&many, &len);
+    fputs("GET /healthz HTTP/1.1\r\nHost: t\r\n", f);
+    for (int i = 0; i < 1000; i++)
+        fputs("A: b\r\n", f);
+    fputs("\r\n", f);
+    fclose(f);
+    char out[4096];
+    ck_assert_int_eq(ts_raw(port, many, len, out, sizeof out), 431);
+    ck_assert_ptr_nonnull(strstr(out, "\"too_large\""));
+    free(many);
+}
+END_TEST
+
 /* -- framing (framing.c, no sockets) --------------------------------------- */
 
 /* Feeds stream[0..len) to a fresh framing n bytes at a time, as a reader
@@ -1825,6 +1845,28 @@ START_TEST(test_http_framing_refusals)
                                 strlen(cases[i].in), &got);
         ck_assert_msg(st == cases[i].status, "case %zu: %d, expected %d", i,
                       st, cases[i].status);
+    }
+    /* More than FRAMING_MAX_FIELDS header fields, or trailer fields, is
+     * 431; exactly as many pass. */
+    for (int c = 0; c < 4; c++) {
+        int head = FRAMING_MAX_FIELDS - 1 + (c == 1); /* and T-E */
+        int trail = FRAMING_MAX_FIELDS + (c == 3);
+        char *many = NULL;
+        size_t many_len = 0;
+        FILE *f = open_memstream(&many, &many_len);
+        fputs("POST / HTTP/1.1\r\n", f);
+        for (int i = 0; i < head; i++)
+            fputs("A: b\r\n", f);
+        fputs("Transfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n", f);
+        for (int i = 0; c >= 2 && i < trail; i++)
+            fputs("A: b\r\n", f);
+        fputs("\r\n", f);
+        fclose(f);
+        size_t got;
+        int st = frame_in_steps(many, many_len, 7, &got);
+        ck_assert_msg(st == (c % 2 ? 431 : 0), "case %d: %d", c, st);
+        ck_assert(st || got == many_len);
+        free(many);
     }
     /* A request line over 8 KiB is 414, even before its end arrives. */
     char *line = malloc(FRAMING_MAX_LINE + 64);
@@ -1932,6 +1974,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_header_timeout_408);
     tcase_add_test(t, test_http_framing_any_split);
     tcase_add_test(t, test_http_framing_refusals);
+    tcase_add_test(t, test_http_many_fields_431_json);
     tcase_add_test(t, test_http_whitespace_libmicrohttpd_refuses_answered_once);
     suite_add_tcase(s, t);
     return s;
