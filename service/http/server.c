@@ -291,6 +291,16 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
                                : "",
                            type ? "\"" : "", type ? type : "none",
                            type ? "\"" : "");
+    /* A compressed body would otherwise reach the JSON reader as bytes
+     * (RFC 9110 8.4.1: 415 for a content coding the server does not
+     * take). */
+    const char *coding = MHD_lookup_connection_value(
+        c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (coding && strcasecmp(coding, "identity"))
+        return http__error(r, c, ERRORS_UNSUPPORTED_MEDIA_TYPE, NULL,
+                           "Content-Encoding \"%.64s\" is not accepted: "
+                           "send the body uncompressed",
+                           coding);
     if (atomic_load(&srv->refusing))
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
                            "shutting down: not accepting new work");

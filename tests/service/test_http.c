@@ -430,6 +430,25 @@ START_TEST(test_http_attend_needs_json_415)
         ts_assert_error(&r, 400, "invalid_json");
         ts_response_free(&r);
     }
+    /* A compressed body is refused by its coding, not read as broken
+     * JSON: 415 on both POST routes; "identity" is no coding at all. */
+    static const char *const posts[] = {
+        "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+        "\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}",
+        "POST /tensors HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+        "\r\nContent-Encoding: br\r\nContent-Length: 3\r\n\r\n[1]",
+        "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+        "\r\nContent-Encoding: identity\r\nContent-Length: 3\r\n\r\n[1,",
+    };
+    static const int want[] = {415, 415, 400};
+    for (size_t i = 0; i < 3; i++) {
+        char out[4096];
+        int st = ts_raw(port, posts[i], strlen(posts[i]), out, sizeof out);
+        ck_assert_msg(st == want[i], "case %zu: %d: %s", i, st, out);
+        ck_assert_ptr_nonnull(strstr(out, want[i] == 415
+                                              ? "\"unsupported_media_type\""
+                                              : "\"invalid_json\""));
+    }
 }
 END_TEST
 
