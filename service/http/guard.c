@@ -418,16 +418,47 @@ int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
     }
 }
 
+/* Whether closing gc's connection now would reset it: its client is still
+ * sending (inside a body), or bytes it sent wait unread. Closing a socket
+ * with unread input sends a reset, which can destroy the answer just sent
+ * (an early 413 or 415) before the client reads it; a client still
+ * sending (node's fetch, a browser) then sees a broken pipe, not the
+ * answer. Connections this layer answered itself have lingered already. */
+static bool guard__would_reset(guard_conn *gc)
+{
+    char b;
+    if (atomic_load(&gc->dead))
+        return false;
+    return framing_in_body(&gc->fr) ||
+           guard__sys_recv(gc->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 int close(int fd)
 {
     if (guard__lookup(fd)) {
+        bool linger = false;
         pthread_mutex_lock(&guard__mu);
         guard_conn *gc = guard__forget(fd);
+        if (gc && gc->g->n_lingering < GUARD__LINGER_MAX &&
+            guard__would_reset(gc)) {
+            /* the answer, then the end of the stream; the input is read
+             * and dropped for a while before the descriptor is closed */
+            guard *g = gc->g;
+            shutdown(fd, SHUT_WR);
+            g->lingering[g->n_lingering].fd = fd;
+            g->lingering[g->n_lingering].until =
+                guard__now() + GUARD__LINGER_NS;
+            g->n_lingering++;
+            linger = true;
+            pthread_cond_broadcast(&g->wake);
+        }
         pthread_mutex_unlock(&guard__mu);
         if (gc) {
             free(gc->in);
             free(gc);
         }
+        if (linger)
+            return 0;
     } else if (fd >= 0) {
         pthread_mutex_lock(&guard__mu);
         for (size_t i = 0; i < GUARD__MAX_LISTENERS; i++)
@@ -643,6 +674,42 @@ void guard__wake_on_eof(guard_conn *gc)
     if (gc->eof ||
         guard__sys_recv(gc->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
         shutdown(gc->fd, SHUT_RD);
+}
+
+void guard__linger_drain(guard *g, bool all)
+{
+    /* Only this guard's sweeper removes entries; close() appends past n. */
+    pthread_mutex_lock(&guard__mu);
+    size_t n = g->n_lingering;
+    pthread_mutex_unlock(&guard__mu);
+    int64_t now = guard__now();
+    bool done[GUARD__LINGER_MAX];
+    for (size_t i = 0; i < n; i++) {
+        char sink[16384];
+        size_t got = 0;
+        done[i] = all || now >= g->lingering[i].until;
+        /* at most 64 MiB a call, so one fast sender cannot hold the
+         * sweeper */
+        while (!done[i] && got < ((size_t)64 << 20)) {
+            ssize_t r = guard__sys_recv(g->lingering[i].fd, sink, sizeof sink,
+                                        MSG_DONTWAIT);
+            if (r > 0) {
+                got += (size_t)r;
+                continue;
+            }
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+                          errno == EINTR))
+                break;
+            done[i] = true; /* the client's end, or an error */
+        }
+    }
+    pthread_mutex_lock(&guard__mu);
+    for (size_t i = n; i-- > 0;)
+        if (done[i]) {
+            guard__sys_close(g->lingering[i].fd);
+            g->lingering[i] = g->lingering[--g->n_lingering];
+        }
+    pthread_mutex_unlock(&guard__mu);
 }
 
 /* -- the table's lifecycle ------------------------------------------------- */

@@ -24,6 +24,12 @@
 #define GUARD__LINGER_NS 2000000000LL
 /* Sweeper period, nanoseconds. */
 #define GUARD__TICK_NS 250000000LL
+/* Its period while connections linger (guard.c's close): their input is
+ * read at least this often, so a sender is not held back by a full
+ * receive buffer. */
+#define GUARD__LINGER_TICK_NS 10000000LL
+/* Most descriptors a guard keeps lingering; past them, a close is plain. */
+#define GUARD__LINGER_MAX 1024
 /* Per-address counts: buckets of a chained hash. */
 #define GUARD__IP_BUCKETS 4096
 /* Listening sockets of all guards in the process (tests run several). */
@@ -107,6 +113,15 @@ struct guard {
     size_t held[GUARD__MAX_WORKERS];
     int64_t hold_since[GUARD__MAX_WORKERS];
     uint64_t hold_at[GUARD__MAX_WORKERS], accepts;
+    /* Descriptors libmicrohttpd closed while their client was still
+     * sending: the answer sent and the write side shut, their input read
+     * and dropped by the sweeper until the client's end or the deadline,
+     * then closed (guard.c's close, guard__linger_drain). */
+    struct {
+        int fd;
+        int64_t until;
+    } lingering[GUARD__LINGER_MAX];
+    size_t n_lingering;
 };
 
 /* Guards the table, every guard's list, counts and per-address counts,
@@ -141,5 +156,9 @@ void guard__wake_on_eof(guard_conn *gc);
 int guard__table_init(void);
 /* g's listening sockets are no longer its. */
 void guard__unlisten(guard *g);
+/* Reads and drops what g's lingering descriptors have received; closes
+ * those whose client has finished or whose time is up (all of them when
+ * all). Called by the sweeper, without guard__mu. */
+void guard__linger_drain(guard *g, bool all);
 
 #endif

@@ -250,23 +250,32 @@ static void guard__sweep_and_report(guard *g)
 static void *guard__main(void *arg)
 {
     guard *g = arg;
+    int64_t next_sweep = guard__now() + GUARD__TICK_NS;
     pthread_mutex_lock(&guard__mu);
     while (!g->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += GUARD__TICK_NS;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        /* every tick a sweep; while connections linger, their input is
+         * read every GUARD__LINGER_TICK_NS in between */
+        int64_t at = g->n_lingering ? guard__now() + GUARD__LINGER_TICK_NS
+                                    : next_sweep;
+        if (at > next_sweep)
+            at = next_sweep;
+        struct timespec ts = {(time_t)(at / 1000000000LL),
+                              (long)(at % 1000000000LL)};
         pthread_cond_timedwait(&g->wake, &guard__mu, &ts);
         if (g->stopping)
             break;
+        bool lingering = g->n_lingering != 0;
         pthread_mutex_unlock(&guard__mu);
-        guard__sweep_and_report(g);
+        if (lingering)
+            guard__linger_drain(g, false);
+        if (guard__now() >= next_sweep) {
+            guard__sweep_and_report(g);
+            next_sweep = guard__now() + GUARD__TICK_NS;
+        }
         pthread_mutex_lock(&guard__mu);
     }
     pthread_mutex_unlock(&guard__mu);
+    guard__linger_drain(g, true);
     return NULL;
 }
 

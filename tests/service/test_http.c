@@ -4,6 +4,7 @@
  * against the float64 reference, and health probes while compute is busy. */
 #define _GNU_SOURCE /* strcasestr */
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -663,6 +665,83 @@ START_TEST(test_http_content_length_over_limit_413_before_upload)
     ts_assert_error(&r, 413, "too_large");
     ts_response_free(&r);
     free(big);
+    ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
+    server_stop(s);
+}
+END_TEST
+
+/* Sends head and then body_len bytes of body on a fresh connection, the
+ * way node's fetch or a browser does (all of it before reading), and
+ * returns the status it then reads, or -errno when a send failed: an
+ * answer decided from the head must not reach such a client as a reset
+ * (a broken pipe, the answer lost). */
+static int send_all_then_read(uint16_t p, const char *head,
+                              size_t body_len, char *out, size_t cap)
+{
+    static char chunk[65536];
+    int fd = ts_connect(p), status = -1;
+    size_t sent = 0, got = 0;
+    struct timeval tv = {10, 0};
+
+    ck_assert_int_ge(fd, 0);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    memset(chunk, ' ', sizeof chunk);
+    if (send(fd, head, strlen(head), MSG_NOSIGNAL) < 0) {
+        status = -errno;
+        goto out;
+    }
+    while (sent < body_len) {
+        size_t k = body_len - sent < sizeof chunk ? body_len - sent
+                                                   : sizeof chunk;
+        ssize_t w = send(fd, chunk, k, MSG_NOSIGNAL);
+        if (w < 0) {
+            status = -errno;
+            goto out;
+        }
+        sent += (size_t)w;
+    }
+    for (;;) {
+        ssize_t r = recv(fd, out + got, cap - 1 - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    out[got] = '\0';
+    if (sscanf(out, "HTTP/1.1 %d", &status) != 1)
+        status = -1;
+out:
+    close(fd);
+    return status;
+}
+
+START_TEST(test_http_early_refusal_read_by_a_client_still_sending)
+{
+    server *s = start_small_body(1000);
+    char out[4096];
+    int st;
+
+    st = send_all_then_read(server_port(s),
+                            "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                            "Content-Type: application/json\r\n"
+                            "Content-Length: 16777216\r\n\r\n",
+                            16777216, out, sizeof out);
+    ck_assert_msg(st == 413, "413 over --max-body-bytes: got %d (%s)", st,
+                  st < 0 ? strerror(-st) : out);
+    st = send_all_then_read(server_port(s),
+                            "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                            "Content-Type: text/plain\r\n"
+                            "Content-Length: 900\r\n\r\n",
+                            900, out, sizeof out);
+    ck_assert_msg(st == 415, "415 for text/plain: got %d (%s)", st,
+                  st < 0 ? strerror(-st) : out);
+    st = send_all_then_read(server_port(s),
+                            "POST /tensors HTTP/1.1\r\nHost: t\r\n"
+                            "Content-Type: application/json\r\n"
+                            "Content-Length: 16777216\r\n\r\n",
+                            16777216, out, sizeof out);
+    ck_assert_msg(st == 413, "413 on /tensors: got %d (%s)", st,
+                  st < 0 ? strerror(-st) : out);
     ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
     server_stop(s);
 }
@@ -1973,6 +2052,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_cors_configured_origins);
     tcase_add_test(t, test_http_metrics_move);
     tcase_add_test(t, test_http_content_length_over_limit_413_before_upload);
+    tcase_add_test(t, test_http_early_refusal_read_by_a_client_still_sending);
     tcase_add_test(t, test_http_chunked_over_limit_413_cut_off);
     tcase_add_test(t, test_http_transfer_encoding_guards_400);
     tcase_add_test(t, test_http_host_and_repeated_framing_400);
