@@ -185,11 +185,11 @@ static http__route http__find_route(const char *path, const asset **a,
 }
 
 /* The request's body framing headers (the first of each, NULL when
- * absent), how many of each it carries, and whether repeated
- * Content-Length values differ. */
+ * absent), how many of each it carries (and of Content-Type), and whether
+ * repeated Content-Length values differ. */
 typedef struct http__framing_info {
     const char *te, *cl;
-    unsigned te_count, cl_count;
+    unsigned te_count, cl_count, type_count;
     bool cl_differ;
 } http__framing_info;
 
@@ -207,7 +207,21 @@ static enum MHD_Result http__framing_cb(void *cls, enum MHD_ValueKind kind,
             f->cl = value;
         else if (strcmp(f->cl, value ? value : ""))
             f->cl_differ = true;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE)) {
+        f->type_count++;
     }
+    return MHD_YES;
+}
+
+/* Counts the query arguments named "shape" (as MHD looks them up, in any
+ * case) into *cls. */
+static enum MHD_Result http__count_shape(void *cls, enum MHD_ValueKind kind,
+                                         const char *key, const char *value)
+{
+    (void)kind;
+    (void)value;
+    if (!strcasecmp(key, "shape"))
+        ++*(unsigned *)cls;
     return MHD_YES;
 }
 
@@ -281,6 +295,22 @@ static enum MHD_Result http__headers(http_request *r, struct MHD_Connection *c)
                            r->method, r->path, allow);
     const char *type = MHD_lookup_connection_value(
         c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    /* two media types, or two shapes: which one the sender meant is not
+     * for us to guess */
+    if (f.type_count > 1)
+        return http__error(r, c, ERRORS_UNSUPPORTED_MEDIA_TYPE, NULL,
+                           "Content-Type is given %u times; give it once",
+                           f.type_count);
+    if (r->route == HTTP__ROUTE_TENSORS) {
+        unsigned shapes = 0;
+        MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND,
+                                  http__count_shape, &shapes);
+        if (shapes > 1)
+            return http__error(r, c, ERRORS_INVALID_REQUEST, NULL,
+                               "shape is given %u times in the query "
+                               "string; give it once",
+                               shapes);
+    }
     if (r->route == HTTP__ROUTE_TENSORS ? !store_http_media_ok(type)
                                         : codec_media_of(type) != CODEC_MEDIA_JSON)
         return http__error(r, c, ERRORS_UNSUPPORTED_MEDIA_TYPE, NULL,

@@ -441,9 +441,15 @@ START_TEST(test_http_attend_needs_json_415)
         "\r\nContent-Encoding: br\r\nContent-Length: 3\r\n\r\n[1]",
         "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
         "\r\nContent-Encoding: identity\r\nContent-Length: 3\r\n\r\n[1,",
+        /* two media types: neither is guessed */
+        "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+        "\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\n[1,",
+        "POST /tensors HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+        "\r\nContent-Type: application/json\r\nContent-Length: 3\r\n\r\n"
+        "[1]",
     };
-    static const int want[] = {415, 415, 400};
-    for (size_t i = 0; i < 3; i++) {
+    static const int want[] = {415, 415, 400, 415, 415};
+    for (size_t i = 0; i < 5; i++) {
         char out[4096];
         int st = ts_raw(port, posts[i], strlen(posts[i]), out, sizeof out);
         ck_assert_msg(st == want[i], "case %zu: %d: %s", i, st, out);

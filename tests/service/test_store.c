@@ -759,6 +759,12 @@ START_TEST(test_store_http_errors)
     store_post(port, "/tensors", "application/octet-stream", v, sizeof v, &r);
     ts_assert_error(&r, 422, "invalid_request");
     ts_response_free(&r);
+    /* a shape given twice is not guessed, even when both would do */
+    store_post(port, "/tensors?shape=8&shape=2,4", "application/octet-stream",
+               v, sizeof v, &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ck_assert_msg(strstr(r.body, "given 2 times"), "%s", r.body);
+    ts_response_free(&r);
     static const char *const bad_shapes[] = {
         "0,8", "8,", ",8", "2,x", "1,1,1,1,8", "-8", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad_shapes / sizeof bad_shapes[0]; i++) {
