@@ -200,6 +200,30 @@ def test_key_padding_mask_of_another_shape_raises(client, hide_one):
     assert client.bytes_sent == before
 
 
+@pytest.mark.parametrize("shape,dtype,hide_one", [
+    ((N, N - 1), torch.bool, False),     # all false: never sent
+    ((N, N - 1), torch.float32, False),  # all zero: never sent
+    ((N, N + 1), torch.bool, True),
+    ((H, N, N), torch.bool, True),       # per head, but batched: B*h first
+    ((N,), torch.bool, False),
+    ((2, H, N, N), torch.bool, True),    # the wire's 4-D form, not PyTorch's
+])
+def test_attn_mask_of_another_shape_raises(client, shape, dtype, hide_one):
+    """PyTorch refuses each of these shapes; so does Client.mha, before
+    sending, instead of leaving out a mask that hides nothing, failing in
+    a reshape, or sending a shape only the wire takes."""
+    mod = _module("self", True, True, 1)
+    q = torch.randn(2, N, E)
+    attn = torch.zeros(shape, dtype=dtype)
+    attn.view(-1)[0] = hide_one
+    with pytest.raises((RuntimeError, AssertionError)):
+        _forward(mod, q, q, q, attn_mask=attn)
+    before = client.bytes_sent
+    with pytest.raises(ValueError, match="attn_mask has shape"):
+        client.mha(mod, q, q, q, attn_mask=attn)
+    assert client.bytes_sent == before
+
+
 @pytest.mark.parametrize("combo", COMBOS, ids=[_id(c) for c in COMBOS])
 def test_mha_request_through_reference(combo):
     """The translation alone, without a server: mha_request's fields given

@@ -172,6 +172,17 @@ def mha_request(module: Any, query: Any, key: Any, value: Any,
     bias = None
     if attn_mask is not None:
         hidden, bias = _mask_array(attn_mask, "attn_mask")
+        # checked here, as PyTorch does: a mask that hides nothing is not
+        # sent, so the server could not refuse its shape, and a 3-D one is
+        # reshaped before it would see it
+        allowed = [(n, m), (B * h, n, m) if batched else (h, n, m)]
+        if hidden.shape not in allowed:
+            raise ValueError("attn_mask has shape %s; expected %s or %s "
+                             "(target length, source length; %s first "
+                             "for one per head)"
+                             % (tuple(hidden.shape), allowed[0], allowed[1],
+                                "batch * num_heads" if batched
+                                else "num_heads"))
         if hidden.ndim == 3:
             # PyTorch's [B*h][n][m] is [B][h][n][m] on the wire; unbatched
             # it is [h][n][m].
