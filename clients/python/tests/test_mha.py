@@ -200,6 +200,30 @@ def test_key_padding_mask_of_another_shape_raises(client, hide_one):
     assert client.bytes_sent == before
 
 
+def test_float_masks_that_sum_to_minus_infinity_hide_the_key(client):
+    """A float attn_mask and a float key_padding_mask are added, as
+    PyTorch 2 does (1.13 refuses the pair); two finite large negatives
+    (finfo.min, Hugging Face's habit) sum to -inf in float32, a hidden key
+    there, not an attn_bias the server refuses as infinite. The module
+    gets the summed mask, [B*h][n][m]."""
+    mod = _module("self", True, True, 1)
+    q = torch.randn(2, N, E)
+    lo = torch.finfo(torch.float32).min
+    attn = torch.randn(N, N)
+    attn[:, -1] = lo
+    attn[0, 1] = lo
+    kpm = torch.zeros(2, N)
+    kpm[:, -1] = lo
+    kpm[1, 1] = lo
+    total = (attn[None] + kpm[:, None, :]).repeat_interleave(H, dim=0)
+    assert torch.isinf(total).any()
+    want_o, want_w = _forward(mod, q, q, q, attn_mask=total)
+    got_o, got_w = client.mha(mod, q, q, q, attn_mask=attn,
+                              key_padding_mask=kpm)
+    close(got_o.numpy(), want_o.numpy())
+    close(got_w.numpy(), want_w.numpy())
+
+
 @pytest.mark.parametrize("shape,dtype,hide_one", [
     ((N, N - 1), torch.bool, False),     # all false: never sent
     ((N, N - 1), torch.float32, False),  # all zero: never sent

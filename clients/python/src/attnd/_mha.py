@@ -205,8 +205,18 @@ def mha_request(module: Any, query: Any, key: Any, value: Any,
             kb, full = bias_kpm[None, :], (n, m)
             if bias is not None and bias.ndim == 3:
                 kb, full = kb[None], (h, n, m)
-        bias = kb if bias is None else bias + kb
+        with np.errstate(over="ignore"):
+            bias = kb if bias is None else bias + kb
         bias = np.broadcast_to(bias, full)
+        # Two finite masks can sum to -inf in float32 (a large negative
+        # such as torch.finfo(float32).min in each): PyTorch adds them too
+        # and so hides those keys, and attn_bias must be finite.
+        lost = np.isneginf(bias)
+        if lost.any():
+            bias = np.where(lost, np.float32(0), bias)
+            hidden_am = req.get("attn_mask")
+            req["attn_mask"] = lost if hidden_am is None else \
+                np.broadcast_to(hidden_am, lost.shape) | lost
     if bias is not None:
         req["attn_bias"] = np.ascontiguousarray(bias, dtype=np.float32)
 
