@@ -123,6 +123,24 @@ def test_float_mask_in_a_boolean_field_is_refused(client, rng):
                       key_padding_mask=np.zeros(3, np.float32), **f)
 
 
+@pytest.mark.parametrize("field", ["x", "w_q"])
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_complex_tensor_is_refused_before_sending(client, rng, field, kind):
+    """Casting to float32 would drop the imaginary part with no more than
+    a ComplexWarning, and compute with the real part. (refs=False: the
+    weights encoded before x would otherwise be uploaded first.)"""
+    client = attnd.Client(client.url, refs=False)
+    f = _weights(rng, 4, 1, 1, 4)
+    f["x"] = np.ones((3, 4), np.float32)
+    f[field] = f[field].astype(np.complex64) + 1j
+    if kind == "torch":
+        f[field] = torch.from_numpy(f[field])
+    before = client.bytes_sent
+    with pytest.raises(ValueError, match="%s: attnd takes real" % field):
+        client.attend(**f)
+    assert client.bytes_sent == before
+
+
 def test_error_fields(client, rng):
     f = _weights(rng, 4, 1, 1, 4)
     f["w_q"] = f["w_q"][:3]

@@ -386,6 +386,8 @@ class Client:
             return value  # already in wire form
         try:
             a = _wire.as_float32(value)
+        except _wire.ComplexValuesError as e:
+            raise ValueError("%s: %s" % (name, e)) from None
         except (ValueError, TypeError):
             return _wire.plain(value)  # ragged: the server names the spot
         weight = name.startswith(("w_", "b_"))

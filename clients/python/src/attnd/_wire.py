@@ -52,10 +52,20 @@ def to_numpy(value: Any) -> NDArray[Any]:
     return np.asarray(value)
 
 
+class ComplexValuesError(ValueError):
+    """A tensor of complex values where attnd takes real ones."""
+
+
 def as_float32(value: Any) -> NDArray[Any]:
     """value as a C-ordered little-endian float32 array (the wire layout and
-    the bytes a ref hashes)."""
-    return np.ascontiguousarray(to_numpy(value), dtype="<f4")
+    the bytes a ref hashes). Raises ValueError for complex values, which
+    have no float32 form: casting would drop the imaginary part with no
+    more than a warning."""
+    a = to_numpy(value)
+    if a.dtype.kind == "c":
+        raise ComplexValuesError("attnd takes real tensors; got %s values"
+                                 % a.dtype)
+    return np.ascontiguousarray(a, dtype="<f4")
 
 
 def tensor_object(a: NDArray[Any]) -> Dict[str, Any]:
