@@ -141,6 +141,26 @@ def test_complex_tensor_is_refused_before_sending(client, rng, field, kind):
     assert client.bytes_sent == before
 
 
+@pytest.mark.parametrize("scale", [np.array(0.5), np.float32(0.5),
+                                   torch.tensor(0.5)])
+def test_zero_d_number_is_a_number(client, rng, scale):
+    """A 0-d array or tensor in a number field (scale, softcap) is written
+    as a JSON number, not as a tensor object the server refuses."""
+    f = _weights(rng, 4, 2, 2, 2)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    got = client.attend(x=x, num_heads=2, scale=scale, **f)
+    close(got.output, attend_ref(x, num_heads=2, scale=0.5, **f)["output"])
+
+
+def test_zero_d_tensor_keeps_its_shape(client, rng):
+    """A 0-d x goes with shape [], so the server's error names rank 0,
+    what was given (np.ascontiguousarray made it [1], "rank 1")."""
+    f = _weights(rng, 4, 1, 1, 4)
+    assert client.request_json(x=np.float32(1.0), **f)["x"]["shape"] == []
+    with pytest.raises(attnd.Error, match="rank 0"):
+        client.attend(x=torch.tensor(1.0), **f)
+
+
 def test_error_fields(client, rng):
     f = _weights(rng, 4, 1, 1, 4)
     f["w_q"] = f["w_q"][:3]

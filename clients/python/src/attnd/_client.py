@@ -452,11 +452,13 @@ class Client:
 
 def _is_float_array(value: Any) -> bool:
     """True for an array or tensor of floats given under a field name this
-    client does not know (a newer server's): it goes as a tensor object."""
+    client does not know (a newer server's): it goes as a tensor object. A
+    0-d one is a number (``scale=torch.tensor(0.5)``, ``softcap``), which
+    plain() writes as a JSON number."""
     if isinstance(value, np.ndarray):
-        return bool(value.dtype.kind == "f")
+        return bool(value.dtype.kind == "f" and value.ndim > 0)
     if _wire.is_torch(value):
-        return bool(value.is_floating_point())
+        return bool(value.is_floating_point() and value.dim() > 0)
     return False
 
 

@@ -57,15 +57,16 @@ class ComplexValuesError(ValueError):
 
 
 def as_float32(value: Any) -> NDArray[Any]:
-    """value as a C-ordered little-endian float32 array (the wire layout and
-    the bytes a ref hashes). Raises ValueError for complex values, which
-    have no float32 form: casting would drop the imaginary part with no
-    more than a warning."""
+    """value as a C-ordered little-endian float32 array of its own shape
+    (the wire layout and the bytes a ref hashes; a 0-d value stays 0-d,
+    where np.ascontiguousarray would make it 1-d). Raises ValueError for
+    complex values, which have no float32 form: casting would drop the
+    imaginary part with no more than a warning."""
     a = to_numpy(value)
     if a.dtype.kind == "c":
         raise ComplexValuesError("attnd takes real tensors; got %s values"
                                  % a.dtype)
-    return np.ascontiguousarray(a, dtype="<f4")
+    return np.asarray(a, dtype="<f4", order="C")
 
 
 def tensor_object(a: NDArray[Any]) -> Dict[str, Any]:
