@@ -74,6 +74,22 @@ def test_capture_through_attnd(client, case):
         close(got.output, want.detach().numpy())
 
 
+@pytest.mark.parametrize("name", ["llama-gqa", "bert"])
+def test_attention_mask_given_by_position(client, name):
+    """model(ids, attention_mask), as Hugging Face's forward takes it: the
+    padding reaches the layers as it does by keyword."""
+    torch.manual_seed(0)
+    model = MODELS[name]().eval()
+    ids = torch.randint(0, 50, (2, 6))
+    am = torch.ones(2, 6, dtype=torch.long)
+    am[1, -2:] = 0
+    layers = hf.capture(model, ids, am)
+    assert all(lay["key_padding_mask"].equal(am == 0) for lay in layers)
+    r = client.layers(layers)
+    for got, want in zip(r.layers, model.outputs):
+        close(got.output, want.detach().numpy())
+
+
 def test_kinds_and_fields():
     llama, bert, gpt2 = TinyLlama(), TinyBert(), TinyGPT2()
     assert [hf.attention_kind(m) for _, m in hf.attention_modules(llama)] \

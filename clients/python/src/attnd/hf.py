@@ -226,6 +226,23 @@ def _find_rotary(model: Any) -> Any:
     return None
 
 
+def _attention_mask_argument(model: Any, args: Sequence[Any],
+                             kwargs: Dict[str, Any]) -> Any:
+    """The attention_mask the model was called with, by keyword or by
+    position (``model(input_ids, attention_mask)``: the second parameter of
+    Hugging Face's forward), found from the signature of its forward."""
+    import inspect
+
+    if "attention_mask" in kwargs:
+        return kwargs["attention_mask"]
+    try:
+        bound = inspect.signature(model.forward).bind_partial(*args,
+                                                              **kwargs)
+    except (TypeError, ValueError):
+        return None
+    return bound.arguments.get("attention_mask")
+
+
 def capture(model: Any, *args: Any, modules: Optional[Sequence[Any]] = None,
             causal: Optional[bool] = None, **kwargs: Any
             ) -> List[Dict[str, Any]]:
@@ -233,8 +250,9 @@ def capture(model: Any, *args: Any, modules: Optional[Sequence[Any]] = None,
     layer dict per call of an attention module, in call order: the fields of
     attention_fields and ``x``, the hidden states the module received
     (``[B][n][d_model]``), with ``positions`` when the module was given
-    ``position_ids`` and ``key_padding_mask`` when ``kwargs`` holds a 2-D
-    ``attention_mask`` (0 = padding, the tokenizer's convention).
+    ``position_ids`` and ``key_padding_mask`` when the model is given a 2-D
+    ``attention_mask``, by keyword or by position (0 = padding, the
+    tokenizer's convention).
 
     The modules' ``forward`` are wrapped for the run and restored after it:
     a forward pre-hook would not see keyword arguments in every PyTorch
@@ -269,7 +287,7 @@ def capture(model: Any, *args: Any, modules: Optional[Sequence[Any]] = None,
             else:
                 mod.forward = own
     kpm = None
-    am = kwargs.get("attention_mask")
+    am = _attention_mask_argument(model, args, kwargs)
     if am is not None and getattr(am, "dim", lambda: 0)() == 2:
         kpm = (am == 0)
     layers = []
