@@ -273,3 +273,64 @@ class TinyGPT2(nn.Module):
             self.outputs.append(a)
             x = x + a
         return x
+
+
+class BartAttention(nn.Module):
+    """BART's attention: q/k/v/out_proj with biases, the query scaled
+    after its bias, is_causal set per use (encoder and cross-attention
+    False), keys and values from key_value_states in cross-attention."""
+
+    def __init__(self, hidden, heads, is_causal=False):
+        super().__init__()
+        self.num_heads = heads
+        self.head_dim = hidden // heads
+        self.scaling = self.head_dim ** -0.5
+        self.is_causal = is_causal
+        self.k_proj = nn.Linear(hidden, hidden)
+        self.v_proj = nn.Linear(hidden, hidden)
+        self.q_proj = nn.Linear(hidden, hidden)
+        self.out_proj = nn.Linear(hidden, hidden)
+
+    def forward(self, hidden_states, key_value_states=None):
+        B, n, E = hidden_states.shape
+        src = hidden_states if key_value_states is None else \
+            key_value_states
+        h, d, m = self.num_heads, self.head_dim, src.shape[1]
+        q = (self.q_proj(hidden_states) * self.scaling).view(
+            B, n, h, d).transpose(1, 2)
+        k = self.k_proj(src).view(B, m, h, d).transpose(1, 2)
+        v = self.v_proj(src).view(B, m, h, d).transpose(1, 2)
+        s = q @ k.transpose(-1, -2)
+        if self.is_causal:
+            s = s.masked_fill(torch.ones(n, m, dtype=torch.bool).triu(1),
+                              float("-inf"))
+        o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, n, E)
+        return self.out_proj(o), None, None
+
+
+class TinyBart(nn.Module):
+    """One encoder self-attention, one decoder self-attention (causal) and
+    one cross-attention, in that order."""
+
+    def __init__(self, vocab=50, hidden=16, heads=4):
+        super().__init__()
+        self.config = SimpleNamespace(d_model=hidden)
+        self.embed = nn.Embedding(vocab, hidden)
+        self.encoder_attn_self = BartAttention(hidden, heads)
+        self.self_attn = BartAttention(hidden, heads, is_causal=True)
+        self.encoder_attn = BartAttention(hidden, heads)
+        self.outputs = []
+
+    def forward(self, input_ids, decoder_input_ids):
+        self.outputs = []
+        e = self.embed(input_ids)
+        a = self.encoder_attn_self(e)[0]
+        self.outputs.append(a)
+        e = e + a
+        x = self.embed(decoder_input_ids)
+        a = self.self_attn(hidden_states=x)[0]
+        self.outputs.append(a)
+        x = x + a
+        a = self.encoder_attn(hidden_states=x, key_value_states=e)[0]
+        self.outputs.append(a)
+        return x + a

@@ -10,7 +10,7 @@ import torch
 
 import attnd.hf as hf
 from attnd._wire import to_numpy
-from hf_standins import TinyBert, TinyGPT2, TinyLlama
+from hf_standins import TinyBart, TinyBert, TinyGPT2, TinyLlama
 from reference import attend_ref, close
 
 
@@ -86,6 +86,25 @@ def test_attention_mask_given_by_position(client, name):
     layers = hf.capture(model, ids, am)
     assert all(lay["key_padding_mask"].equal(am == 0) for lay in layers)
     r = client.layers(layers)
+    for got, want in zip(r.layers, model.outputs):
+        close(got.output, want.detach().numpy())
+
+
+def test_bart_encoder_decoder_and_cross_attention(client):
+    """BART's modules say is_causal False for the encoder and the
+    cross-attention, whose keys and values are the encoder's states
+    (key_value_states): bidirectional self-attention, causal decoder
+    self-attention, and cross-attention over 7 encoder positions from 5
+    decoder ones."""
+    torch.manual_seed(0)
+    model = TinyBart().eval()
+    layers = hf.capture(model, torch.randint(0, 50, (2, 7)),
+                        torch.randint(0, 50, (2, 5)))
+    assert [lay["mask"] for lay in layers] == ["none", "causal", "none"]
+    assert "memory" not in layers[1]
+    assert tuple(layers[2]["memory"].shape) == (2, 7, 16)
+    r = client.layers(layers)
+    assert len(r.layers) == len(model.outputs) == 3
     for got, want in zip(r.layers, model.outputs):
         close(got.output, want.detach().numpy())
 

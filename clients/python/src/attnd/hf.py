@@ -13,7 +13,9 @@ same way works.
   ``inv_freq`` (the module's own, or the model's for newer Hugging Face
   code) and its ``attention_scaling``; ``q_norm``/``k_norm`` as
   ``qk_norm``; ``sliding_window`` as ``window``; ``attn_logit_softcapping``
-  as ``softcap``; causal unless told otherwise.
+  as ``softcap``; causal unless the module's ``is_causal`` is False (BART's
+  encoder and cross-attention) or the caller says otherwise; a call with
+  ``key_value_states`` (cross-attention) takes them as ``memory``.
 - BERT-style: ``self.query``, ``self.key``, ``self.value`` (``nn.Linear``)
   and ``output.dense`` as ``w_o``; no mask (bidirectional). The answer's
   ``output`` is ``output.dense``'s output, before its dropout, residual and
@@ -88,9 +90,9 @@ def attention_fields(module: Any, config: Any = None,
     ``config``: the model config when the module has none
     (``module.config`` otherwise). ``rotary_emb``: the module holding RoPE's
     ``inv_freq`` when the module has no ``rotary_emb`` of its own.
-    ``causal``: override the kind's default (True for Llama-style and GPT-2,
-    False for BERT). ``layer_idx``: for GPT-2's
-    ``scale_attn_by_inverse_layer_idx``. Raises ValueError for a module it
+    ``causal``: override the kind's default (True for Llama-style, unless
+    the module's ``is_causal`` is False, and GPT-2; False for BERT).
+    ``layer_idx``: for GPT-2's ``scale_attn_by_inverse_layer_idx``. Raises ValueError for a module it
     does not know."""
     kind = attention_kind(module)
     if config is None:
@@ -105,6 +107,16 @@ def attention_fields(module: Any, config: Any = None,
                      "looks for q_proj/k_proj/v_proj/o_proj, self.query/"
                      "key/value with output.dense, or c_attn/c_proj)"
                      % type(module).__name__)
+
+
+def _causal(module: Any, causal: Optional[bool]) -> bool:
+    """The caller's choice, else the module's own is_causal (Hugging Face
+    sets it False on BART's and Whisper's encoder and cross-attention),
+    else causal."""
+    if causal is not None:
+        return causal
+    own = getattr(module, "is_causal", None)
+    return own if isinstance(own, bool) else True
 
 
 def _llama(module: Any, config: Any, rotary_emb: Any,
@@ -125,7 +137,7 @@ def _llama(module: Any, config: Any, rotary_emb: Any,
         "weight_layout": "out_in", "num_heads": h, "num_kv_heads": g,
         "w_q": wq, "w_k": wk, "w_v": wv, "w_o": wo,
         "b_q": bq, "b_k": bk, "b_v": bv, "b_o": bo,
-        "mask": "causal" if causal is None or causal else "none",
+        "mask": "causal" if _causal(module, causal) else "none",
     }
     scaling = getattr(module, "scaling", None)
     if isinstance(scaling, (int, float)) and \
@@ -263,7 +275,7 @@ def capture(model: Any, *args: Any, modules: Optional[Sequence[Any]] = None,
         m for _, m in attention_modules(model)]
     config = getattr(model, "config", None)
     rotary = _find_rotary(model)
-    calls: List[Tuple[int, Any, Any]] = []
+    calls: List[Tuple[int, Any, Any, Any]] = []
     saved = []
     for idx, mod in enumerate(mods):
         own = mod.__dict__.get("forward")
@@ -272,7 +284,9 @@ def capture(model: Any, *args: Any, modules: Optional[Sequence[Any]] = None,
         def fwd(*a: Any, __orig: Any = orig, __idx: int = idx,
                 **k: Any) -> Any:
             hs = a[0] if a else k.get("hidden_states")
-            calls.append((__idx, hs.detach(), k.get("position_ids")))
+            kvs = k.get("key_value_states")
+            calls.append((__idx, hs.detach(), k.get("position_ids"),
+                          None if kvs is None else kvs.detach()))
             return __orig(*a, **k)
 
         saved.append((mod, own))
@@ -291,12 +305,16 @@ def capture(model: Any, *args: Any, modules: Optional[Sequence[Any]] = None,
     if am is not None and getattr(am, "dim", lambda: 0)() == 2:
         kpm = (am == 0)
     layers = []
-    for idx, x, pos in calls:
+    for idx, x, pos, kvs in calls:
         mod = mods[idx]
         f = attention_fields(mod, config=getattr(mod, "config", None)
                              or config, rotary_emb=rotary, causal=causal,
                              layer_idx=getattr(mod, "layer_idx", idx))
         f["x"] = x
+        if kvs is not None:
+            # cross-attention (BART's encoder_attn): keys and values come
+            # from the encoder's states
+            f["memory"] = kvs
         if pos is not None:
             # [1][n] is shared by every batch element: the [n] form
             f["positions"] = pos[0] if pos.dim() == 2 and \
