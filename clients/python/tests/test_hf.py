@@ -143,3 +143,10 @@ def test_request_json_for_the_dashboard(client):
     assert body["rollout"] is True and len(body["layers"]) == 2
     assert body["layers"][0]["w_q"]["dtype"] == "float32"
     assert "ref" not in str(body)
+
+
+def test_capture_without_attention_modules_says_so():
+    import torch
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    with pytest.raises(ValueError, match="no attention module of Sequential"):
+        hf.capture(model, torch.zeros(1, 4))

@@ -11,6 +11,8 @@ never drawn.
 """
 import itertools
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -274,3 +276,10 @@ def test_mha_request_through_reference(combo):
         out = out.transpose(1, 0, 2)
     close(out, want_o.numpy())
     close(got["attention"], want_w.numpy())
+
+
+def test_mha_numpy_inputs_are_a_type_error(client):
+    m = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    q = np.zeros((1, 3, 8), np.float32)
+    with pytest.raises(TypeError, match="Client.mha takes torch tensors"):
+        client.mha(m, q, q, q)

@@ -112,7 +112,8 @@ def mha_request(module: Any, query: Any, key: Any, value: Any,
 
     ``module``: a ``torch.nn.MultiheadAttention`` (or anything with its
     attributes). Raises ValueError for ``add_bias_kv``, ``add_zero_attn``,
-    dropout > 0 in training mode, and masks holding NaN or +inf."""
+    dropout > 0 in training mode, and masks holding NaN or +inf, and
+    TypeError for inputs that are not torch tensors."""
     import torch
 
     if getattr(module, "bias_k", None) is not None or \
@@ -128,6 +129,11 @@ def mha_request(module: Any, query: Any, key: Any, value: Any,
             "random weights; attnd computes the deterministic attention: "
             "call module.eval() first" % module.dropout)
 
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("%s is a %s; Client.mha takes torch tensors, as "
+                            "the module does (Client.attend takes NumPy "
+                            "arrays)" % (name, type(t).__name__))
     h = int(module.num_heads)
     batch_first = bool(getattr(module, "batch_first", False))
     batched = query.dim() == 3

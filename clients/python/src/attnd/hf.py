@@ -304,6 +304,14 @@ def capture(model: Any, *args: Any, modules: Optional[Sequence[Any]] = None,
     am = _attention_mask_argument(model, args, kwargs)
     if am is not None and getattr(am, "dim", lambda: 0)() == 2:
         kpm = (am == 0)
+    if not calls:
+        raise ValueError(
+            "no attention module of %s ran: %s" % (
+                type(model).__name__,
+                "none was found (attnd.hf knows Llama-style q_proj/k_proj/"
+                "v_proj/o_proj, BERT-style self.query/key/value, GPT-2 "
+                "c_attn/c_proj)" if not mods else
+                "%d were found but the forward called none" % len(mods)))
     layers = []
     for idx, x, pos, kvs in calls:
         mod = mods[idx]
