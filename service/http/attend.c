@@ -164,8 +164,9 @@ void http__take_body(http_request *r, const char *data, size_t size)
         /* A declared length is allocated whole, so a body is copied once;
          * without one the buffer doubles as data arrives, each growth
          * reserved from the budget first. */
-        size_t cap = r->body_cap ? r->body_cap
-                     : r->body_hint > 16384 ? r->body_hint : 16384;
+        size_t cap = r->body_cap   ? r->body_cap
+                     : r->body_hint ? r->body_hint /* reserved already */
+                                    : 16384;
         while (cap < r->body_len + size)
             cap = cap > max / 2 ? max : cap * 2;
         if (cap > r->reserved) {

@@ -753,6 +753,31 @@ START_TEST(test_http_early_refusal_read_by_a_client_still_sending)
 }
 END_TEST
 
+/* A body with a Content-Length is reserved whole against
+ * --max-buffered-bytes, and its buffer is that size: a 60-byte request
+ * under a 2 KiB budget is served (its buffer was rounded up to 16 KiB,
+ * over the budget, and every small body was refused 503). */
+START_TEST(test_http_small_buffered_budget_serves_small_bodies)
+{
+    static const char body[] =
+        "{\"x\":[[1,0]],\"w_q\":[[1],[0]],\"w_k\":[[1],[0]],"
+        "\"w_v\":[[1],[0]]}";
+    config cfg;
+    ts_config(&cfg);
+    cfg.max_buffered_bytes = 2048;
+    server *s = ts_start(&cfg);
+    ts_response r;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = body,
+                    .body_len = sizeof body - 1};
+
+    ts_http(server_port(s), &q, &r);
+    ck_assert_msg(r.status == 200, "%ld: %s", (long)r.status, r.body);
+    ts_response_free(&r);
+    server_stop(s);
+}
+END_TEST
+
 /* A chunked upload of total bytes, in 512-byte pieces. */
 typedef struct upload {
     size_t total, sent;
@@ -2059,6 +2084,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_metrics_move);
     tcase_add_test(t, test_http_content_length_over_limit_413_before_upload);
     tcase_add_test(t, test_http_early_refusal_read_by_a_client_still_sending);
+    tcase_add_test(t, test_http_small_buffered_budget_serves_small_bodies);
     tcase_add_test(t, test_http_chunked_over_limit_413_cut_off);
     tcase_add_test(t, test_http_transfer_encoding_guards_400);
     tcase_add_test(t, test_http_host_and_repeated_framing_400);
