@@ -122,7 +122,8 @@ int codec__layers_budget(codec_request *const *layers, size_t count,
     if (lim->max_request_bytes == 0)
         return 0;
     for (l = 0; l < count; l++) {
-        kept += layers[l]->result_bytes + layers[l]->copied;
+        kept += layers[l]->result_bytes + layers[l]->copied +
+                layers[l]->inputs;
         if (layers[l]->ws_bytes > peak)
             peak = layers[l]->ws_bytes;
     }
@@ -134,9 +135,10 @@ int codec__layers_budget(codec_request *const *layers, size_t count,
         return 0;
     codec_error_set(err, ERRORS_TOO_LARGE, NULL,
                     "the first %zu layers%s need %llu bytes of working memory "
-                    "together (every layer's results and the copies of the "
-                    "inputs it inherits or converts, kept until the answer "
-                    "is written, and the largest workspace%s); the limit "
+                    "together (every layer's results, input tensors and the "
+                    "copies of the inputs it inherits or converts, kept "
+                    "until the answer is written, and the largest "
+                    "workspace%s); the limit "
                     "--max-request-bytes (ATTND_MAX_REQUEST_BYTES) is %zu",
                     count, rollout ? " and the rollout" : "",
                     (unsigned long long)bytes,
@@ -222,16 +224,18 @@ int codec__budget(codec_request *req, const limits_config *lim,
     }
     req->ws_bytes = ws;
     req->result_bytes = codec__result_bytes(req);
-    /* and the inputs build.c converted or expanded (weights in another
+    /* and the inputs: those it took from the body or holds from the
+     * store, and those build.c converted or expanded (weights in another
      * layout, positions and masks for every batch element, the tokens) */
-    bytes = ws + req->result_bytes + req->copied;
+    bytes = ws + req->result_bytes + req->copied + req->inputs;
     if (rc != ATTN_OK || bytes > lim->max_request_bytes) {
         codec_error_set(err, ERRORS_TOO_LARGE, NULL,
                         "the request needs %s%llu bytes of working memory "
-                        "(projections, score tiles, results, and the inputs "
-                        "converted or expanded); the limit "
-                        "--max-request-bytes (ATTND_MAX_REQUEST_BYTES) is "
-                        "%zu", rc != ATTN_OK ? "more than " : "",
+                        "(projections, score tiles, results, the input "
+                        "tensors, and the inputs converted or expanded); "
+                        "the limit --max-request-bytes "
+                        "(ATTND_MAX_REQUEST_BYTES) is %zu",
+                        rc != ATTN_OK ? "more than " : "",
                         (unsigned long long)bytes, lim->max_request_bytes);
         return -1;
     }

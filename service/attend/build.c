@@ -54,6 +54,10 @@ static const void *codec__take(codec_array *a, int shared, size_t elem,
         memcpy(copy, a->data, a->count * elem);
         return copy;
     }
+    /* the values the request keeps, moved or held, count in its working
+     * memory: the body they came from is freed once parsed, and a held
+     * tensor stays after the store evicts it */
+    req->inputs += (uint64_t)a->count * elem;
     if (a->hold != NULL) {
         if (req->n_holds == CODEC_MAX_OWNED) {
             *oom = 1;

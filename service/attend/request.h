@@ -41,6 +41,9 @@ struct codec_request {
     uint64_t copied;   /* bytes of inputs build.c copied or converted:
                           layouts, expanded masks and positions, a field
                           a layer inherits, the tokens */
+    uint64_t inputs;   /* bytes of the input tensors it took from the body
+                          (moved) or holds from the tensor store (held,
+                          they outlive their eviction from the store) */
     uint64_t ws_bytes, result_bytes; /* codec__budget's figures (0 when
                                         --max-request-bytes is off) */
     int analysis;      /* "analysis": true (head figures) */

@@ -2167,10 +2167,10 @@ START_TEST(test_codec_limits_copied_bytes)
     sb_printf(&pos, "]}");
     l.max_request_bytes = (size_t)1 << 30;
     req = parse_ok_lim(b.data, &l);
-    plain = req->ws_bytes + req->result_bytes + req->copied;
+    plain = req->ws_bytes + req->result_bytes + req->copied + req->inputs;
     codec_request_free(req);
     req = parse_ok_lim(pos.data, &l);
-    with = req->ws_bytes + req->result_bytes + req->copied;
+    with = req->ws_bytes + req->result_bytes + req->copied + req->inputs;
     codec_request_free(req);
     ck_assert_uint_ge(with, plain + (uint64_t)B * n * 8);
     l.max_request_bytes = with;
@@ -2181,6 +2181,43 @@ START_TEST(test_codec_limits_copied_bytes)
                    "and the inputs converted or expanded");
     free(b.data);
     free(pos.data);
+}
+END_TEST
+
+/* The input tensors a request keeps count in --max-request-bytes: the
+ * body they were parsed from is freed, and they stay until the answer is
+ * written. x of [1024][1024] (4 MiB of float32) with one head of d_k = 1
+ * and no maps keeps more than its workspace and results together; a
+ * limit 1 byte short of them and x is refused. */
+START_TEST(test_codec_limits_input_bytes)
+{
+    sbuf b = TEXT_BUF_INIT;
+    size_t n = 1024, d = 1024;
+    codec_request *req;
+    limits_config l = lim_default();
+    uint64_t rest;
+
+    sb_printf(&b, "{\"x\":");
+    sb_rows(&b, n, d, 0.0f);
+    sb_printf(&b, ",\"w_q\":");
+    sb_rows(&b, d, 1, 1.0f);
+    sb_printf(&b, ",\"w_k\":");
+    sb_rows(&b, d, 1, 1.0f);
+    sb_printf(&b, ",\"w_v\":");
+    sb_rows(&b, d, 1, 1.0f);
+    sb_printf(&b, ",\"return_weights\":\"none\"}");
+    l.max_request_bytes = (size_t)1 << 30;
+    req = parse_ok_lim(b.data, &l);
+    ck_assert_uint_ge(req->inputs, (uint64_t)n * d * sizeof(float));
+    rest = req->ws_bytes + req->result_bytes + req->copied;
+    l.max_request_bytes = rest + req->inputs;
+    codec_request_free(req);
+    req = parse_ok_lim(b.data, &l);
+    codec_request_free(req);
+    l.max_request_bytes = rest + (size_t)n * d * sizeof(float) - 1;
+    expect_err_lim(b.data, b.len, &l, ERRORS_TOO_LARGE, "",
+                   "the input tensors");
+    free(b.data);
 }
 END_TEST
 
@@ -3067,6 +3104,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_limits_ref_bytes);
     tcase_add_test(tc, test_codec_limits_analysis_work);
     tcase_add_test(tc, test_codec_limits_copied_bytes);
+    tcase_add_test(tc, test_codec_limits_input_bytes);
     tcase_add_test(tc, test_codec_format_known);
     tcase_add_test(tc, test_codec_format_round_trip);
     tcase_add_test(tc, test_codec_format_layouts_agree);
