@@ -2,7 +2,9 @@
  * LRU list through the same entries, and reference counts, all under one
  * mutex. The expensive work of a put (hashing, copying the values, freeing
  * evicted tensors) runs outside the mutex, so lookups by concurrent
- * requests never wait behind a multi-megabyte copy. */
+ * requests never wait behind a multi-megabyte copy. A put makes room for
+ * its copy, and reserves it, before copying: the stored tensors and the
+ * copies being made stay within the capacity together. */
 #include "store/store.h"
 
 #include <errno.h>
@@ -49,8 +51,17 @@ struct store {
     size_t nbuckets;
     store__entry *newest, *oldest;
     size_t entries, bytes;
+    size_t reserved;          /* bytes of the copies puts are making */
+    pthread_cond_t room;      /* signalled when a reservation ends */
     uint64_t hits, misses, evictions;
 };
+
+/* Bytes neither stored nor reserved. bytes + reserved never exceeds the
+ * capacity: a put reserves only what is free. */
+static size_t store__free_bytes(const store *s)
+{
+    return s->capacity - s->bytes - s->reserved;
+}
 
 static const char store__hex[] = "0123456789abcdef";
 
@@ -207,12 +218,13 @@ static void store__remove(store *s, store__entry *e)
 /* Evicts until need more bytes fit, oldest first: unheld tensors in a first
  * pass, then held ones (they leave the store and are freed at their last
  * release). Unheld evictees are chained onto *dead for the caller to free
- * after unlocking. need is at most the capacity, so this always succeeds. */
+ * after unlocking. need is at most the capacity, so this succeeds unless
+ * other puts' reservations take the room. */
 static void store__make_room(store *s, size_t need, store__entry **dead)
 {
-    for (int pass = 0; pass < 2 && s->capacity - s->bytes < need; pass++)
+    for (int pass = 0; pass < 2 && store__free_bytes(s) < need; pass++)
         for (store__entry *e = s->oldest, *newer;
-             e && s->capacity - s->bytes < need; e = newer) {
+             e && store__free_bytes(s) < need; e = newer) {
             newer = e->newer;
             if (pass == 0 && e->refs)
                 continue;
@@ -252,6 +264,12 @@ int store_new(size_t capacity_bytes, store **out)
         free(s);
         return -1;
     }
+    if (pthread_cond_init(&s->room, NULL)) {
+        pthread_mutex_destroy(&s->mu);
+        free(s->buckets);
+        free(s);
+        return -1;
+    }
     *out = s;
     return 0;
 }
@@ -267,6 +285,7 @@ void store_free(store *s)
         e = older;
     }
     free(s->buckets);
+    pthread_cond_destroy(&s->room);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -337,26 +356,45 @@ int store_put(store *s, const float *data, size_t count, const size_t *shape,
         errno = EFBIG;
         return -1;
     }
-    size_t bytes = count * sizeof(float);
+    size_t bytes = count * sizeof(float), cost = store__cost(count);
 
-    /* pass 1: name the values, and hold them if they are stored already */
+    /* pass 1: name the values, and hold them if they are stored already;
+     * else evict to make room for them and reserve it, waiting while
+     * other puts' copies take it (each ends its reservation soon, with or
+     * without a tensor) */
     unsigned char hash[32];
     if (store_hash(data, count, hash)) {
         errno = ENOMEM;
         return -1;
     }
+    store__entry *dead = NULL;
     pthread_mutex_lock(&s->mu);
     store__entry *e = store__hold(s, hash);
+    while (!e) {
+        store__make_room(s, cost, &dead);
+        if (store__free_bytes(s) >= cost) {
+            s->reserved += cost;
+            break;
+        }
+        pthread_cond_wait(&s->room, &s->mu);
+        e = store__hold(s, hash);
+    }
     pthread_mutex_unlock(&s->mu);
+    store__free_list(dead);
     if (e) {
         *out = &e->t;
         return 0;
     }
 
-    /* pass 2: copy them without the lock. A concurrent put of the same
-     * bytes may copy too; pass 3 keeps the first to arrive. */
+    /* pass 2: copy them without the lock, into the room reserved. A
+     * concurrent put of the same bytes may copy too; pass 3 keeps the
+     * first to arrive. */
     store__entry *n = malloc(STORE__HEADER + bytes);
     if (!n) {
+        pthread_mutex_lock(&s->mu);
+        s->reserved -= cost;
+        pthread_cond_broadcast(&s->room);
+        pthread_mutex_unlock(&s->mu);
         errno = ENOMEM;
         return -1;
     }
@@ -372,16 +410,15 @@ int store_put(store *s, const float *data, size_t count, const size_t *shape,
     memcpy(n->hash, hash, sizeof hash);
     n->refs = 1;
 
-    /* pass 3: insert, unless another put got there first */
-    store__entry *dead = NULL;
+    /* pass 3: insert into the room reserved, unless another put got there
+     * first */
     pthread_mutex_lock(&s->mu);
+    s->reserved -= cost;
     e = store__hold(s, hash);
-    if (!e) {
-        store__make_room(s, store__cost(count), &dead);
+    if (!e)
         store__insert(s, n);
-    }
+    pthread_cond_broadcast(&s->room);
     pthread_mutex_unlock(&s->mu);
-    store__free_list(dead);
     if (e) {
         free(n);
         *out = &e->t;
