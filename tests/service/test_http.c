@@ -723,31 +723,27 @@ out:
 
 START_TEST(test_http_early_refusal_read_by_a_client_still_sending)
 {
+    static const struct {
+        const char *head;
+        size_t body;
+        int want;
+    } cases[] = {
+        {"POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+         "\r\nContent-Length: 16777216\r\n\r\n", 16777216, 413},
+        {"POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\n"
+         "Content-Length: 900\r\n\r\n", 900, 415},
+        {"POST /tensors HTTP/1.1\r\nHost: t\r\nContent-Type: application/json"
+         "\r\nContent-Length: 16777216\r\n\r\n", 16777216, 413},
+    };
     server *s = start_small_body(1000);
     char out[4096];
-    int st;
 
-    st = send_all_then_read(server_port(s),
-                            "POST /attend HTTP/1.1\r\nHost: t\r\n"
-                            "Content-Type: application/json\r\n"
-                            "Content-Length: 16777216\r\n\r\n",
-                            16777216, out, sizeof out);
-    ck_assert_msg(st == 413, "413 over --max-body-bytes: got %d (%s)", st,
-                  st < 0 ? strerror(-st) : out);
-    st = send_all_then_read(server_port(s),
-                            "POST /attend HTTP/1.1\r\nHost: t\r\n"
-                            "Content-Type: text/plain\r\n"
-                            "Content-Length: 900\r\n\r\n",
-                            900, out, sizeof out);
-    ck_assert_msg(st == 415, "415 for text/plain: got %d (%s)", st,
-                  st < 0 ? strerror(-st) : out);
-    st = send_all_then_read(server_port(s),
-                            "POST /tensors HTTP/1.1\r\nHost: t\r\n"
-                            "Content-Type: application/json\r\n"
-                            "Content-Length: 16777216\r\n\r\n",
-                            16777216, out, sizeof out);
-    ck_assert_msg(st == 413, "413 on /tensors: got %d (%s)", st,
-                  st < 0 ? strerror(-st) : out);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int st = send_all_then_read(server_port(s), cases[i].head,
+                                    cases[i].body, out, sizeof out);
+        ck_assert_msg(st == cases[i].want, "case %zu: got %d (%s)", i, st,
+                      st < 0 ? strerror(-st) : out);
+    }
     ck_assert_int_eq(ts_get_status(server_port(s), "/healthz"), 200);
     server_stop(s);
 }
