@@ -394,7 +394,9 @@ static size_t store_test_vm(const char *field)
  * first, so the process's peak does not grow by a tensor. (It copied
  * first: 64 MiB over the capacity for each put in progress; 6 uploads of
  * 40 MB at once into a 256 MiB store peaked at 1407 MiB of RSS.) Values of
- * 64 MiB are mmap'ed by glibc, so their memory leaves with free. */
+ * 64 MiB are mmap'ed by glibc, so their memory leaves with free; under a
+ * sanitizer's allocator it does not, and the test has nothing to
+ * measure. */
 START_TEST(test_store_put_room_before_copy)
 {
     size_t count = (size_t)16 << 20, shape[1] = {count};
@@ -404,6 +406,16 @@ START_TEST(test_store_put_room_before_copy)
     int created;
 
     ck_assert_ptr_nonnull(v);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* the sanitizers' allocators keep freed memory (ASan's quarantine),
+     * so an eviction does not lower the resident bytes this measures */
+    free(v);
+    (void)shape;
+    (void)t;
+    (void)s;
+    (void)created;
+    return;
+#endif
     for (size_t i = 0; i < count; i++)
         v[i] = (float)(i % 1000);
     ck_assert_int_eq(store_new(2 * STORE_COST(count), &s), 0);
