@@ -1988,14 +1988,12 @@ START_TEST(test_codec_limits_value_norms_bytes)
     codec_request *req;
     limits_config l = lim_default();
 
-    sb_printf(&b, "{\"x\":[[1]],\"memory\":[");
-    for (size_t c = 0; c < m; c++)
-        sb_printf(&b, "%s[1]", c ? "," : "");
-    sb_printf(&b, "],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
-                  "\"return_weights\":\"none\",\"w_o\":[[");
-    for (size_t c = 0; c < d_out; c++)
-        sb_printf(&b, "%s0.5", c ? "," : "");
-    sb_printf(&b, "]]}");
+    sb_printf(&b, "{\"x\":[[1]],\"memory\":");
+    sb_rows(&b, m, 1, 1.0f);
+    sb_printf(&b, ",\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+                  "\"return_weights\":\"none\",\"w_o\":");
+    sb_rows(&b, 1, d_out, 0.5f);
+    sb_printf(&b, "}");
     sb_printf(&vn, "%.*s,\"value_norms\":true}", (int)(b.len - 1), b.data);
     l.max_request_bytes = (size_t)8 << 20;
     req = parse_ok_lim(b.data, &l);
