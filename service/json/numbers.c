@@ -152,7 +152,6 @@ static unsigned char codec__place_len[9][13];
  * vector has a '-' in lane 11. */
 #define CODEC__ZERO (9 * 13)
 static __m128i codec__text_ctl[2][CODEC__ZERO + 1];
-static int codec__text_len[2][CODEC__ZERO + 1];
 static int codec__ssse3, codec__avx512;
 
 __attribute__((constructor)) static void codec__place_init(void)
@@ -188,7 +187,6 @@ __attribute__((constructor)) static void codec__place_init(void)
         }
     for (i = 0; i <= CODEC__ZERO; i++) {
         unsigned char b[17];
-        int n = i < CODEC__ZERO ? codec__place_len[i / 13][i % 13] : 1;
 
         memset(b, 0x80, sizeof b);
         if (i < CODEC__ZERO)
@@ -196,10 +194,8 @@ __attribute__((constructor)) static void codec__place_init(void)
         else
             b[1] = 0;
         memcpy(&codec__text_ctl[0][i], b + 1, 16);
-        codec__text_len[0][i] = n;
         b[0] = 11; /* '-' */
         memcpy(&codec__text_ctl[1][i], b, 16);
-        codec__text_len[1][i] = n + 1;
     }
     __builtin_cpu_init(); /* a constructor may run before libgcc's */
     codec__ssse3 = __builtin_cpu_supports("ssse3");
@@ -467,7 +463,8 @@ CODEC__AVX512 static inline __m512i codec__ascii8x8(__m512i x)
 
 /* The texts codec_num_layout writes, eight at a time: the nine digits of
  * sig, '.', '0' and '-' in one vector a value, one byte shuffle from
- * codec__text_ctl, no branch on the value. Scientific notation and
+ * codec__text_ctl, no branch on the value; the digit count and the
+ * length computed, not looked up. Scientific notation and
  * non-finite values take codec__format_slow. */
 CODEC__AVX512 static void codec__text_avx512(const float *v,
                                              const uint32_t *sig,
@@ -494,14 +491,25 @@ CODEC__AVX512 static void codec__text_avx512(const float *v,
         __m512i k = one, point, place, neg, idx, src0, src1;
         __m256i plen;
         __mmask8 zero, plain, slow;
-        uint64_t p10 = 10;
-        int j;
 
-        /* k: the digit count of sig, 1 to 9 */
-        for (j = 1; j < 9; j++, p10 *= 10) {
-            __m512i pow = _mm512_set1_epi64((long long)p10);
-            k = _mm512_mask_add_epi64(k, _mm512_cmpge_epu64_mask(sg, pow), k,
-                                      one);
+        /* k: the digit count of sig, 1 to 9: with L its bit length, t =
+         * floor(L log10 2) (L * 1233 >> 12, exact for L <= 32) digits
+         * or one more, as sig reaches 10^t */
+        {
+            const __m512i p10lo = _mm512_set_epi64(
+                10000000, 1000000, 100000, 10000, 1000, 100, 10, 1);
+            const __m512i p10hi = _mm512_set_epi64(
+                0, 0, 0, 0, 0, 0, 1000000000, 100000000);
+            __m512i t = _mm512_srli_epi64(
+                _mm512_mul_epu32(_mm512_sub_epi64(_mm512_set1_epi64(64),
+                                                  _mm512_lzcnt_epi64(sg)),
+                                 _mm512_set1_epi64(1233)),
+                12);
+            k = _mm512_mask_add_epi64(
+                t, _mm512_cmpge_epu64_mask(
+                       sg, _mm512_permutex2var_epi64(p10lo, t, p10hi)),
+                t, one);
+            k = _mm512_max_epu64(k, one); /* sig 0 */
         }
         point = _mm512_add_epi64(k, e);
         zero = live &
@@ -520,7 +528,21 @@ CODEC__AVX512 static void codec__text_avx512(const float *v,
         neg = _mm512_srli_epi64(bits, 31);
         idx = _mm512_add_epi64(
             place, _mm512_mul_epu32(neg, _mm512_set1_epi64(CODEC__ZERO + 1)));
-        plen = _mm512_i64gather_epi32(idx, (const void *)codec__text_len, 4);
+        /* the length: "0." and -point zeros before the k digits when
+         * point <= 0, the digits and point - k zeros when point >= k, the
+         * k digits and a point between; a zero and the other values
+         * (whose length the slow layout writes) "0"; the sign before */
+        {
+            __m512i ln = _mm512_add_epi64(
+                _mm512_max_epi64(k, point),
+                _mm512_maskz_mov_epi64(_mm512_cmplt_epi64_mask(point, k),
+                                       one));
+            ln = _mm512_mask_sub_epi64(
+                ln, _mm512_cmple_epi64_mask(point, _mm512_setzero_si512()),
+                _mm512_add_epi64(ln, one), point);
+            ln = _mm512_mask_mov_epi64(ln, (__mmask8)~plain, one);
+            plen = _mm512_cvtepi64_epi32(_mm512_add_epi64(ln, neg));
+        }
         /* source vectors: [top, 8 digits] [last digit, '.', '0', '-'] */
         src0 = _mm512_or_si512(
             _mm512_add_epi64(top, _mm512_set1_epi64('0')),
@@ -528,19 +550,26 @@ CODEC__AVX512 static void codec__text_avx512(const float *v,
         src1 = _mm512_or_si512(_mm512_srli_epi64(digits, 56),
                                _mm512_set1_epi64(0x2D302E00));
         {
-            /* each control's two halves; then value i's source and
-             * control in 128-bit lane i % 4 of t0 (i < 4) or t1 */
-            const void *ctl = codec__text_ctl;
-            __m512i i2 = _mm512_slli_epi64(idx, 1);
-            __m512i c0 = _mm512_i64gather_epi64(i2, ctl, 8);
-            __m512i c1 =
-                _mm512_i64gather_epi64(_mm512_add_epi64(i2, one), ctl, 8);
-            __m512i t0 = _mm512_shuffle_epi8(
-                _mm512_permutex2var_epi64(src0, even, src1),
-                _mm512_permutex2var_epi64(c0, even, c1));
-            __m512i t1 = _mm512_shuffle_epi8(
-                _mm512_permutex2var_epi64(src0, odd, src1),
-                _mm512_permutex2var_epi64(c0, odd, c1));
+            /* value i's source and control in 128-bit lane i % 4 of t0
+             * (i < 4) or t1: the controls loaded one by one (two gathers
+             * of their halves took a third longer on this loop) */
+            const __m128i *ctl = &codec__text_ctl[0][0];
+            uint64_t at[8];
+            __m512i c0, c1, t0, t1;
+
+            _mm512_storeu_si512(at, idx);
+            c0 = _mm512_castsi128_si512(_mm_load_si128(ctl + at[0]));
+            c1 = _mm512_castsi128_si512(_mm_load_si128(ctl + at[4]));
+            c0 = _mm512_inserti32x4(c0, _mm_load_si128(ctl + at[1]), 1);
+            c1 = _mm512_inserti32x4(c1, _mm_load_si128(ctl + at[5]), 1);
+            c0 = _mm512_inserti32x4(c0, _mm_load_si128(ctl + at[2]), 2);
+            c1 = _mm512_inserti32x4(c1, _mm_load_si128(ctl + at[6]), 2);
+            c0 = _mm512_inserti32x4(c0, _mm_load_si128(ctl + at[3]), 3);
+            c1 = _mm512_inserti32x4(c1, _mm_load_si128(ctl + at[7]), 3);
+            t0 = _mm512_shuffle_epi8(
+                _mm512_permutex2var_epi64(src0, even, src1), c0);
+            t1 = _mm512_shuffle_epi8(
+                _mm512_permutex2var_epi64(src0, odd, src1), c1);
             _mm512_storeu_si512(text[i], t0);
             _mm512_storeu_si512(text[i + 4], t1);
         }
