@@ -97,9 +97,10 @@ void guard_request_cut_off(guard_conn *gc, metrics_close why, int status,
 /* Why the layer cut the current request off (a METRICS_CLOSED_* + 1), or 0. */
 int guard_request_cut(const guard_conn *gc);
 
-/* Shutdown, step 1: every connection whose request is not in compute or
- * sending its answer is closed now (an upload in progress gets 503 first),
- * and each such one from now on as soon as it is. */
+/* Shutdown, step 1: every upload in progress is answered 503 and closed
+ * now, and each one from now on as soon as it begins. Connections between
+ * requests stay open: their next request is answered (the server adds
+ * Connection: close while it refuses new work). */
 void guard_close_idle(guard *g);
 
 /* Shutdown, last step: every remaining connection is closed and every

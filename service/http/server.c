@@ -688,7 +688,9 @@ void server_quiesce(server *srv)
             close(fd);
         }
     }
-    /* Connections without a request in compute close now. */
+    /* Uploads under way are refused and closed now; connections between
+     * requests stay, and their next request is answered with
+     * Connection: close. */
     if (srv->guard)
         guard_close_idle(srv->guard);
 }

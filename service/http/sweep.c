@@ -166,10 +166,14 @@ static size_t guard__sweep(guard *g, metrics_close *closed, char (*peers)[INET6_
                        errors_code(ERRORS_UNAVAILABLE),
                        "shutting down: the request was cut off");
             why = METRICS_CLOSED_SHUTDOWN;
-        } else if (g->closing_idle && (app == GUARD__APP_NONE || body)) {
+        } else if (g->closing_idle && body) {
+            /* An upload would hold the exit back: refused now. A
+             * connection between requests (or in a head) stays: its next
+             * request is answered, /readyz 503 and /attend 503, with
+             * Connection: close, and it closes after that answer or when
+             * the process exits. */
             guard__cut(c, METRICS_CLOSED_SHUTDOWN,
-                       body || t_head ? errors_http_status(ERRORS_UNAVAILABLE)
-                                      : 0,
+                       errors_http_status(ERRORS_UNAVAILABLE),
                        errors_code(ERRORS_UNAVAILABLE),
                        "shutting down: not accepting new work");
             why = METRICS_CLOSED_SHUTDOWN;

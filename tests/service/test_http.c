@@ -2016,7 +2016,7 @@ static size_t discard(char *d, size_t s, size_t n, void *arg)
     return s * n;
 }
 
-START_TEST(test_http_quiesce_closes_idle_and_refuses_new_work)
+START_TEST(test_http_quiesce_answers_kept_connections_and_refuses_new_work)
 {
     /* A keep-alive connection between requests, and one whose upload is
      * under way. */
@@ -2033,16 +2033,30 @@ START_TEST(test_http_quiesce_closes_idle_and_refuses_new_work)
     ck_assert_int_eq(ts_get_status(port, "/readyz"), 503);
     server_quiesce(srv);
 
-    /* Neither has a request in compute: both are closed at once, the
-     * upload with a 503 first. */
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(idle, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ck_assert_int_eq(recv(idle, buf, sizeof buf, 0), 0);
-    close(idle);
+    /* The upload, which would hold the exit back, is refused at once. */
     atomic_store(&u.gate, 1);
     pthread_join(t, NULL);
     ck_assert_int_eq(c.status, 503);
     ck_assert_ptr_nonnull(strstr(c.body, "\"unavailable\""));
+
+    /* The connection between requests stays open: a client that asks
+     * /readyz on it sees the 503, which closes it. */
+    static const char ready[] = "GET /readyz HTTP/1.1\r\nHost: t\r\n\r\n";
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(idle, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sleep_ms(300); /* past a sweep of the connections */
+    ck_assert_int_eq(send(idle, ready, sizeof ready - 1, MSG_NOSIGNAL),
+                     (ssize_t)sizeof ready - 1);
+    size_t got = 0;
+    ssize_t k;
+    while (got < sizeof buf - 1 &&
+           (k = recv(idle, buf + got, sizeof buf - 1 - got, 0)) > 0)
+        got += (size_t)k;
+    buf[got] = '\0';
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 503", 12) == 0, "%s", buf);
+    ck_assert_ptr_nonnull(strcasestr(buf, "\r\nConnection: close\r\n"));
+    ck_assert_ptr_nonnull(strstr(buf, "\"unavailable\""));
+    close(idle);
 
     /* No new connections. */
     CURL *n = curl_easy_init();
@@ -2095,7 +2109,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_probes_answered_while_pool_saturated);
     tcase_add_test(t, test_http_health_during_heavy_request);
     tcase_add_test(t, test_http_client_vanishing_mid_response);
-    tcase_add_test(t, test_http_quiesce_closes_idle_and_refuses_new_work);
+    tcase_add_test(t, test_http_quiesce_answers_kept_connections_and_refuses_new_work);
     tcase_add_test(t, test_http_client_gone_mid_compute_cancelled);
     tcase_add_test(t, test_http_small_work_under_load_computes_alone);
     tcase_add_test(t, test_http_connections_spread_over_threads);
