@@ -26,7 +26,6 @@ export function render_model(layer_maps, on_pick) {
   const h = first.maps.length;
   const room = room_of(grid, 800);
   const side = Math.max(28, Math.min(110, Math.floor((room - LABEL_W) / Math.max(1, h)) - 6));
-  grid.style.setProperty('--thumb', `${side}px`);
   $('model-caption').textContent = `${plural(L, 'layer')} \u00d7 ${plural(h, 'head')}, each map scaled 0 to its own maximum. ` +
     'Click a map to draw that layer below and enlarge the head.';
   // Column labels: which head each column is.
@@ -70,6 +69,9 @@ export function render_model(layer_maps, on_pick) {
       draw_heatmap(c, { values: lm.maps[i], n: lm.n, m: lm.m, rows: [], cols: [],
         vmax: mx > 0 ? mx : 1, scale: { ...state.scale, per_row: state.scale.per_row, unit: false },
         hidden: lm.hidden[i] }, { width: side, height: side, thumb: true });
+      // A thumbnail takes whole pixels per cell (and at least 40), so it is
+      // seldom `side` wide: the head labels take the width it was drawn at.
+      if (l === 0 && i === 0) grid.style.setProperty('--thumb', c.style.width);
       const pick = () => on_pick(l, i);
       c.addEventListener('click', pick);
       c.addEventListener('keydown', (e) => {

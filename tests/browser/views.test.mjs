@@ -323,6 +323,11 @@ async function narrow_checks(base) {
     await paste_and_run(page, layers_request(3));
     check(await sideways() <= 0, '375 px: a 3-layer model (grid, rollout, neuron view) does not scroll sideways',
       `${await sideways()} px too wide`);
+    // Thumbnails are wider than the grid's share of 375 px for 8 heads.
+    await paste_and_run(page, layers_request(2, { num_heads: 8 }));
+    const columns = await head_columns(page);
+    check(columns.length === 8 && columns.every((c, i) => c.text === String(i) && c.off <= 1),
+      '375 px, 8 heads: each head label is over its column of thumbnails', JSON.stringify(columns));
 
     // A small map of 16 x 16 cells, as a narrow card would draw it.
     await page.evaluate(async () => {
@@ -534,16 +539,22 @@ async function label_checks(page, stub) {
   await page.keyboard.press('Escape');
   await set_form(page, { mask: 'none' });
   await paste_and_run(page, layers_request(3));
-  const columns = await page.evaluate(() => [...document.querySelectorAll('#model-grid .model-head')].map((el) => {
-    const r = el.getBoundingClientRect();
-    const t = document.querySelector(`#model-grid canvas[data-layer="0"][data-head="${el.dataset.head}"]`).getBoundingClientRect();
-    return { text: el.textContent, centre: r.left + r.width / 2, from: t.left, to: t.right };
-  }));
-  check(columns.length === 2 && columns.every((c, i) => c.text === String(i) && c.centre > c.from && c.centre < c.to),
+  const columns = await head_columns(page);
+  check(columns.length === 2 && columns.every((c, i) => c.text === String(i) && c.off <= 1),
     'the model grid labels its head columns, each over its thumbnails', JSON.stringify(columns));
   const roll_cap = await page.locator('#rollout-card figcaption').textContent().catch(() => '');
   check(/^Rollout \u00b7 scale 0 to \d\.\d{3}$/.test(roll_cap), 'the rollout map has a scale caption', roll_cap);
   await page.check('#source-generate');
+}
+
+// The model grid's head labels: each label's text and how far its centre
+// is from the centre of its column of thumbnails, in CSS pixels.
+function head_columns(page) {
+  return page.evaluate(() => [...document.querySelectorAll('#model-grid .model-head')].map((el) => {
+    const r = el.getBoundingClientRect();
+    const t = document.querySelector(`#model-grid canvas[data-layer="0"][data-head="${el.dataset.head}"]`).getBoundingClientRect();
+    return { text: el.textContent, off: Math.abs(r.left + r.width / 2 - (t.left + t.width / 2)) };
+  }));
 }
 
 async function hidpi_checks(base) {
