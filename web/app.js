@@ -490,6 +490,10 @@ function pick_layer_head(l, h) {
   $('layer').value = String(l);
   select();
   render();
+  // render() drew the grid anew: focus the new thumbnail, which the
+  // dialog gives focus back to when it closes (a keyboard user keeps
+  // their place instead of starting again from the top of the page).
+  $('model-grid').querySelector(`canvas[data-layer="${l}"][data-head="${h}"]`)?.focus();
   open_zoom(`Layer ${l}, head ${h}`, state.maps[h], state.hidden[h], h, `attention-layer-${l}-head-${h}.png`);
 }
 

@@ -69,6 +69,18 @@ async function model_checks(page, stub) {
   check(tooltip_weight(ht2) === ans.layers[2].attention[0][5][1].toFixed(4), 'choosing layer 2 draws layer 2', ht2);
   check(await page.locator('#model-row-current, .model-row.current').getAttribute('data-layer') === '2',
     'the grid marks the layer drawn');
+  // By keyboard: Enter on a thumbnail opens it, Escape closes it, and focus
+  // is back on that thumbnail (the grid was drawn anew meanwhile).
+  await page.focus('#model-grid canvas[data-layer="0"][data-head="1"]');
+  await page.keyboard.press('Enter');
+  const opened = await page.locator('#zoom[open]').count() === 1 && await page.getAttribute('#zoom', 'data-layer') === '0';
+  await page.keyboard.press('Escape');
+  const back = await page.evaluate(() => {
+    const a = document.activeElement;
+    return a.tagName === 'CANVAS' && a.isConnected ? `layer ${a.dataset.layer}, head ${a.dataset.head}` : a.tagName;
+  });
+  check(opened && back === 'layer 0, head 1', 'Enter on a thumbnail opens it; Escape gives focus back to that thumbnail', back);
+  await page.selectOption('#layer', '2');
 
   check(await page.locator('canvas[data-rollout]').count() === 1, 'the rollout map is drawn');
   const rt = await hover_cell(page, 'canvas[data-rollout]', 4, 1);
