@@ -3,7 +3,7 @@
 // map), and the attention rollout (Abnar and Zuidema 2020) when the answer
 // has one.
 
-import { $, state, token, room_of, plural } from './state.js';
+import { $, state, token, room_of, plural, fixed } from './state.js';
 import { draw_heatmap } from './heatmap.js';
 import { attach_hover, scale_caption } from './views.js';
 import { tensor_of, slice_of } from './api.js';
@@ -117,5 +117,5 @@ function render_rollout() {
     scale: { ...state.scale, unit: false } },
   { width: Math.min(room_of(box), 640), height: 640 });
   attach_hover(canvas, (i, j) => `rollout \u00b7 query ${token(rows, i)} \u2192 key ${token(rows, j)} \u00b7 ` +
-    `share ${Number(r.values[i * m + j]).toFixed(4)}`, () => {}, null);
+    `share ${fixed(r.values[i * m + j], 4)}`, () => {}, null);
 }

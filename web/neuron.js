@@ -5,7 +5,7 @@
 // weight large stand out. Vectors are those of the contract's step 4
 // (after qk_norm and RoPE); the score is before softcap, bias and ALiBi.
 
-import { $, state, token } from './state.js';
+import { $, state, token, fixed } from './state.js';
 import { tensor_of, slice_of } from './api.js';
 import { kv_head_of } from './views.js';
 
@@ -101,7 +101,7 @@ export function render_neuron() {
     const order = prod.map((p, c) => [p, c]).sort((a, b) => Math.abs(b[0]) - Math.abs(a[0]));
     const top = order.slice(0, 3).map(([p, c]) => `dim ${c} (${p >= 0 ? '+' : '\u2212'}${fmt(Math.abs(p))})`);
     title.textContent = `Head ${i} (KV ${g}): q \u00b7 k = ${fmt(dot)}, score ${fmt(score)}` +
-      (weight !== undefined ? `, weight ${Number(weight).toFixed(4)}` : '') +
+      (weight !== undefined ? `, weight ${fixed(weight, 4)}` : '') +
       `. Largest products: ${top.join(', ')}`;
     el.append(title);
     const strip = document.createElement('div');

@@ -37,6 +37,14 @@ export function token(labels, i) {
   return `\u201c${labels[i]}\u201d (${i})`;
 }
 
+// v with `digits` decimals, or in exponent form when those would show a
+// value that is not 0 as 0 ("weight 0.0000" for 3e-7 reads as no weight;
+// long rows and ALiBi give many such weights).
+export function fixed(v, digits) {
+  const x = Number(v);
+  return x !== 0 && Math.abs(x) < 0.5 * 10 ** -digits ? x.toExponential(1) : x.toFixed(digits);
+}
+
 // "1 map", "2 maps".
 export function plural(count, word) {
   return `${count} ${word}${count === 1 ? '' : 's'}`;

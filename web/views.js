@@ -2,7 +2,7 @@
 // the head-similarity matrix, the enlarged map, the token view, tooltips
 // and PNG export. They draw what state.js holds.
 
-import { $, state, token, room_of, KIND_LABELS } from './state.js';
+import { $, state, token, room_of, fixed, KIND_LABELS } from './state.js';
 import { draw_heatmap, draw_legend, cell_at, cell_centre, set_cursor, column_at } from './heatmap.js';
 import { draw_lines, focus_at, head_colour } from './lines.js';
 import { scale_name } from './scale.js';
@@ -43,10 +43,10 @@ function describe(h, i, j) {
     return parts.join(' \u00b7 ');
   }
   if (state.kind === 'raw') {
-    parts.push(`weight ${raw.toFixed(4)}`);
+    parts.push(`weight ${fixed(raw, 4)}`);
   } else {
     const shown = h === null ? state.mean[k] : state.maps[h][k];
-    parts.push(`${KIND_LABELS[state.kind]} ${shown.toFixed(4)}`, `weight ${raw.toFixed(4)}`);
+    parts.push(`${KIND_LABELS[state.kind]} ${fixed(shown, 4)}`, `weight ${fixed(raw, 4)}`);
     if (h !== null) parts.push(`\u2016f(x)\u2016 ${Number(state.norms[h][j]).toFixed(3)}`);
   }
   const masked = h === null ? state.hidden.length > 0 && state.hidden.every((x) => x && x[k])
@@ -103,7 +103,7 @@ function map_figure(parent, { title, values, hidden, file, head }, before = null
 
 // What a map's colours run over, as its caption says it.
 export function scale_caption(values, vmax = vmax_of(values)) {
-  return state.scale.per_row ? 'each row 0 to its maximum' : `scale 0 to ${vmax === 1 ? '1' : vmax.toFixed(3)}`;
+  return state.scale.per_row ? 'each row 0 to its maximum' : `scale 0 to ${vmax === 1 ? '1' : fixed(vmax, 3)}`;
 }
 
 // With top_k, the maps hold only each row's k largest weights.
@@ -437,13 +437,13 @@ function draw_similarity(an) {
   canvas.setAttribute('aria-label', 'Head similarity: mean Jensen-Shannon divergence between heads');
   const cap = document.createElement('p');
   cap.className = 'hint';
-  cap.textContent = `0 = identical rows; scale 0 to ${mx.toFixed(3)} (ln 2 \u2248 0.693 is the maximum).` +
+  cap.textContent = `0 = identical rows; scale 0 to ${fixed(mx, 3)} (ln 2 \u2248 0.693 is the maximum).` +
     (an.skipped_rows ? ` ${an.skipped_rows} fully masked rows skipped.` : '');
   const card = $('similarity-card');
   card.replaceChildren(canvas, cap);
   draw_heatmap(canvas, { values, n: h, m: h, rows: labels, cols: labels, vmax: mx > 0 ? mx : 1,
     scale: { kind: 'linear' } }, { width: Math.min(room_of(card), 420), height: 420 });
-  attach_hover(canvas, (i, j) => `head ${i} vs head ${j} \u00b7 divergence ${values[i * h + j].toFixed(4)}`,
+  attach_hover(canvas, (i, j) => `head ${i} vs head ${j} \u00b7 divergence ${fixed(values[i * h + j], 4)}`,
     () => {}, null);
 }
 

@@ -556,6 +556,18 @@ async function label_checks(page, stub) {
     'the model grid labels its head columns, each over its thumbnails', JSON.stringify(columns));
   const roll_cap = await page.locator('#rollout-card figcaption').textContent().catch(() => '');
   check(/^Rollout \u00b7 scale 0 to \d\.\d{3}$/.test(roll_cap), 'the rollout map has a scale caption', roll_cap);
+  // A weight too small for 4 decimals is not shown as 0.0000, which only a
+  // key with no weight at all (here a masked one) reads.
+  const tiny = { x: [[4, 0], [0, 4]], w_q: [[1, 0], [0, 1]], w_k: [[1, 0], [0, 1]], w_v: [[1, 0], [0, 1]],
+    mask: 'causal', tokens: ['far', 'near'] };
+  await paste_and_run(page, tiny);
+  const tiny_ans = JSON.parse(stub.handle(JSON.stringify(tiny)).body);
+  const small = tiny_ans.attention[0][1][0];
+  const small_tip = await hover_cell(page, HEAD(0), 1, 0);
+  const masked_tip = await hover_cell(page, HEAD(0), 0, 1);
+  check(small > 0 && small < 5e-5 && small_tip.endsWith(`weight ${small.toExponential(1)}`) &&
+    masked_tip.endsWith('weight 0.0000 \u00b7 masked'),
+  `a weight of ${small.toExponential(3)} reads ${small.toExponential(1)}, a masked key 0.0000`, `${small_tip} | ${masked_tip}`);
   await page.check('#source-generate');
 }
 
