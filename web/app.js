@@ -14,6 +14,7 @@ import { render_heads, draw_line_heads, redraw_lines, attach_lines, open_zoom, d
   hide_tooltip, LINE_HEADS } from './views.js';
 import { render_model } from './model.js';
 import { render_neuron } from './neuron.js';
+import { index_of_byte, locate } from './locate.js';
 
 // -- form --------------------------------------------------------------------
 
@@ -229,6 +230,26 @@ function fail_run(err, status) {
   set_status(status);
 }
 
+// Selects in the request box where the service says a request from it
+// breaks: the byte of an invalid_json (sent as typed), or the value an
+// error's field points at, so a long or minified request need not be
+// searched by hand.
+function point_at_error(err) {
+  const box = $('request-json');
+  const text = box.value;
+  const byte = err.code === 'invalid_json' ? /\(byte (\d+)\)/.exec(err.message) : null;
+  let range = null;
+  if (byte) {
+    const i = index_of_byte(text, Number(byte[1]));
+    range = [i, Math.min(text.length, i + 1)];
+  } else if (err.field) {
+    range = locate(text, err.field);
+  }
+  if (!range) return;
+  box.focus();
+  box.setSelectionRange(range[0], range[1]);
+}
+
 function kib(nbytes) {
   return nbytes < 1024 ? `${nbytes} B` : nbytes < 1048576
     ? `${(nbytes / 1024).toFixed(1)} KiB` : `${(nbytes / 1048576).toFixed(1)} MiB`;
@@ -309,6 +330,7 @@ async function run(event) {
     fail_run(r.error, r.error.status ? `The service refused the request (HTTP ${r.error.status}).`
       : r.error.code === 'too_large' ? 'Nothing sent: the request is over the server\'s limits.'
         : 'The request failed.');
+    if (r.error.status && !built.keys) point_at_error(r.error);
     update_hint();
     return;
   }

@@ -327,6 +327,16 @@ async function v1_checks(page, base, flags) {
   check(Boolean(bad_err.field) && shown_field === bad_err.field,
     `#error shows the JSON pointer ${bad_err.field} as the error's field`, String(shown_field));
   check(err_text.includes(bad_err.message), '#error shows the service\'s message', err_text);
+  // The request box selects the value the pointer names.
+  const selected = () => page.evaluate(() => {
+    const t = document.getElementById('request-json');
+    return { text: t.value.slice(t.selectionStart, t.selectionEnd), start: t.selectionStart,
+      focused: document.activeElement === t };
+  });
+  const pointed = bad_err.field?.split('/').slice(1).reduce((v, k) => v?.[k], ragged);
+  const sel = await selected();
+  check(sel.focused && pointed !== undefined && sel.text === JSON.stringify(pointed),
+    `the request box selects what ${bad_err.field} points at (${JSON.stringify(pointed)})`, JSON.stringify(sel));
   // A message that starts with its pointer shows the pointer once.
   await page.fill('#request-json', JSON.stringify({ ...ragged, x: [[1, 0], [0, 1]], key_pading_mask: [false, true] }));
   await run_page(page, false);
@@ -343,6 +353,12 @@ async function v1_checks(page, base, flags) {
   const broken_text = (await page.textContent('#error')) ?? '';
   check(broken_text.includes('invalid_json') && broken_text.includes('400'),
     '#error shows HTTP 400 invalid_json for a body that is not JSON', broken_text);
+  // ... and the box selects the byte the message names, counted in UTF-8.
+  await page.fill('#request-json', '{"tokens": ["\u00e9t\u00e9", "b"],\n "x": [[1, 2], [3, 4,]]}');
+  await run_page(page, false);
+  const at_byte = await selected();
+  check(at_byte.focused && at_byte.text === ']' && /line 2/.test((await page.textContent('#error')) ?? ''),
+    'for invalid_json the request box selects the character at the byte the message names', JSON.stringify(at_byte));
   flags.http_errors = false;
 
   // A network failure (the request aborted before any answer) is shown too.
