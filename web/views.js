@@ -368,7 +368,11 @@ export function redraw_lines(scroll = false) {
   if (!state.att) return;
   const canvas = $('lines');
   const heads = [...state.line_heads].filter((h) => h < state.maps.length).sort((a, b) => a - b);
-  const links = Math.max(1, Number($('links').value) || 6);
+  // The links a head the box asks for, a whole number within its range
+  // (1 to 64); 6 while it is empty.
+  const box = $('links');
+  const asked = box.value.trim() === '' ? 6 : Math.floor(Number(box.value));
+  const links = Number.isFinite(asked) ? Math.min(Number(box.max), Math.max(Number(box.min), asked)) : 6;
   draw_lines(canvas, { rows: state.rows, cols: state.cols, n: state.att.n, m: state.att.m,
     maps: line_maps(), heads, focus: state.focus, links, width: room_of($('lines-wrap'), 420) - 2 });
   const f = state.focus;

@@ -148,6 +148,20 @@ async function v1_checks(page, base, flags) {
     back.every((l) => l[2] === animal) &&
     JSON.stringify(back.filter((l) => l[0] === 0).map((l) => l[1]).sort()) === JSON.stringify(col_top.sort()),
   'hovering a key in the token view draws the queries that attend to it most', JSON.stringify(back));
+  // The links box is read as a whole number within its range.
+  const per_head = async () => {
+    const ls = JSON.parse(await page.getAttribute('#lines', 'data-links'));
+    return Object.values(ls.reduce((c, l) => ({ ...c, [l[0]]: (c[l[0]] ?? 0) + 1 }), {}));
+  };
+  await page.fill('#links', '0');
+  const at_zero = await per_head();
+  await page.fill('#links', '2.5');
+  const at_half = await per_head();
+  await page.fill('#links', '6');
+  check(at_zero.length > 0 && at_zero.every((c) => c === 1) && at_half.length > 0 &&
+    at_half.every((c) => c <= 2) && at_half.some((c) => c === 2),
+  'links per head 0 draws one link a head (the box\'s least) and 2.5 draws two; 0 drew six',
+  JSON.stringify({ at_zero, at_half }));
 
   const col_tip = await hover_column(page, HEAD(2), animal);
   check(await page.getAttribute('#lines', 'data-focus') === `key:${animal}` && col_tip.includes('\u201canimal\u201d'),
