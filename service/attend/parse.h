@@ -70,6 +70,10 @@ typedef struct codec__fields {
 /* Counts above this are read as this (every limit is far below it). */
 #define CODEC__COUNT_MAX ((size_t)1000000000000000ULL)
 
+/* The largest position (2^53, as json/tensor.c reads index fields): window
+ * sides above it are read as it. */
+#define CODEC__POSITION_MAX ((size_t)1 << 53)
+
 /* values.c: where each field lives in codec__fields, by id. */
 typedef struct codec__slot {
     size_t offset, size;

@@ -93,9 +93,10 @@ static int codec__enum(codec_reader *r, const char *ptr,
     return -1;
 }
 
-/* An integer >= least (a JSON number with an integral value: 8 or 8.0). */
+/* An integer >= least (a JSON number with an integral value: 8 or 8.0),
+ * stored as most when it is larger. */
 static int codec__integer(codec_reader *r, const char *ptr, double least,
-                          size_t *out, codec_error *err)
+                          size_t most, size_t *out, codec_error *err)
 {
     double d;
 
@@ -113,9 +114,7 @@ static int codec__integer(codec_reader *r, const char *ptr, double least,
                         least, d);
         return -1;
     }
-    /* larger values are refused by the limits with a 413, which says
-     * "at least" for a clamped one */
-    *out = d > (double)CODEC__COUNT_MAX ? CODEC__COUNT_MAX : (size_t)d;
+    *out = d > (double)most ? most : (size_t)d;
     return 0;
 }
 
@@ -271,7 +270,7 @@ static int codec__rope_member(void *ctx, int key, codec_reader *r,
 
     switch (key) {
     case 0:
-        return codec__integer(r, ptr, 1, &o->dim, err);
+        return codec__integer(r, ptr, 1, CODEC__COUNT_MAX, &o->dim, err);
     case 1:
         return codec__positive(r, ptr, &o->theta, err);
     case 2:
@@ -289,12 +288,14 @@ static int codec__window_member(void *ctx, int key, codec_reader *r,
 {
     codec__window *o = ctx;
 
+    /* positions are at most 2^53, so a wider side is the same window:
+     * held at 2^53, never at the counts' bound, which is smaller */
     if (key == 0) {
         o->has_left = 1;
-        return codec__integer(r, ptr, 0, &o->left, err);
+        return codec__integer(r, ptr, 0, CODEC__POSITION_MAX, &o->left, err);
     }
     o->has_right = 1;
-    return codec__integer(r, ptr, 0, &o->right, err);
+    return codec__integer(r, ptr, 0, CODEC__POSITION_MAX, &o->right, err);
 }
 
 static int codec__qk_norm_member(void *ctx, int key, codec_reader *r,
@@ -366,7 +367,9 @@ int codec__field(codec_reader *r, int id, codec__fields *f,
         return codec_array_parse(r, ptr, fd->doc, CODEC_LEAF_INDEX,
                                  fd->min_rank, fd->max_rank, slot, err);
     case ATTEND_COUNT:
-        return codec__integer(r, ptr, 1, slot, err);
+        /* larger counts are refused by the limits with a 413, which says
+         * "at least" for a clamped one */
+        return codec__integer(r, ptr, 1, CODEC__COUNT_MAX, slot, err);
     case ATTEND_NUMBER:
         return codec__positive(r, ptr, slot, err);
     case ATTEND_FLAG:

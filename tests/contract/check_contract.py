@@ -994,6 +994,17 @@ def test_v2_compute():
     r["global_tokens"] = [2]
     r["key_padding_mask"] = [False, False, True, False, False, False]
     run_case("v2 global + kpm (other rules apply)", r)
+    # sides beyond 10^15, up to and past 2^53, with keys that far away:
+    # each key at exactly a side's distance is visible, one further is not
+    big = 2 ** 53
+    for wd in ({"right": big - 10}, {"right": 2 ** 50}, {"right": big},
+               {"right": 10 ** 18}, {"left": big - 1}, {"left": 2 ** 51},
+               {"left": big, "right": 2 ** 52}):
+        r = base_req(n=3, m=5, h=2, dk=2)
+        r["positions"] = [10, 2 ** 51, big]
+        r["key_positions"] = [big, 2 ** 50 + 10, 5, 1, 2 ** 51 + 2 ** 50]
+        r["window"] = wd
+        run_case("v2 window far sides %s" % json.dumps(wd), r)
     r = base_req(n=6, h=2, dk=2)
     r["window"] = {"left": -1}
     st, js, _, _ = attend(r)
