@@ -348,7 +348,8 @@ ATTN_API attn_status attn_forward_ex(const attn_params *p, float *output,
                                      float *weights, const attn_extras *ex);
 
 /* The reference with the extras it can compute from the call alone:
- * value_norms, q_out and k_out (in float64, rounded to float once);
+ * value_norms, q_out and k_out (in float64, rounded to float once; one
+ * beyond float32 is ATTN_ERANGE, as an output is, in both kernels);
  * ex->stats and ex->top_k must be 0 (ATTN_EINVAL otherwise: the head
  * figures' reference is attn_analyze_ref). ex may be NULL. */
 ATTN_API attn_status attn_forward_ref_ex(const attn_params *p, float *output,

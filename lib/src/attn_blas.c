@@ -379,7 +379,8 @@ static void attn__out_task(void *arg, size_t t, size_t worker)
  * k_out [B][g][m][d_k] (after the norm and rotation, unscaled) and
  * value_norms [B][h][m], ||V_j[b] W_o^(i)|| (one sgemm a head into a
  * [m][d_out] buffer of its own), or ||V_j[b]|| without W_O. Returns
- * ATTN_OK or ATTN_ENOMEM. */
+ * ATTN_OK, ATTN_ENOMEM, or ATTN_ERANGE for a value norm beyond float32
+ * (V W_o^(i) can overflow where the output, weighted, does not). */
 static attn_status attn__extras_qkv(const attn__job *j)
 {
     const attn_params *p = j->p;
@@ -388,6 +389,7 @@ static attn_status attn__extras_qkv(const attn__job *j)
     size_t hdk = d->h * d->d_k, gdk = d->g * d->d_k, gdv = d->g * d->d_v;
     size_t group = d->h / d->g;
     float *tmp = NULL;
+    attn_status rc = ATTN_OK;
 
     for (size_t b = 0; ex->q_out != NULL && b < d->B; b++)
         for (size_t i = 0; i < d->h; i++)
@@ -427,10 +429,12 @@ static attn_status attn__extras_qkv(const attn__job *j)
                 for (size_t t = 0; t < w; t++)
                     ss += (double)y[c * ld + t] * (double)y[c * ld + t];
                 out[c] = (float)sqrt(ss);
+                if (!isfinite(out[c]))
+                    rc = ATTN_ERANGE;
             }
         }
     attn__free(p, tmp);
-    return ATTN_OK;
+    return rc;
 }
 
 static void attn__run(const attn_params *p, size_t count,

@@ -174,12 +174,14 @@ static double attn__ref_score(const attn_params *p, size_t b, size_t i,
     return s;
 }
 
-/* value_norms of batch element b from its values v [m][g*d_v]. */
-static void attn__ref_value_norms(const attn_params *p, size_t b,
+/* value_norms of batch element b from its values v [m][g*d_v]; returns 1
+ * when one is beyond float32, else 0. */
+static int attn__ref_value_norms(const attn_params *p, size_t b,
                                   const double *v, float *out)
 {
     const attn_dims *d = &p->dims;
     size_t gdv = d->g * d->d_v, group = d->h / d->g;
+    int range = 0;
 
     for (size_t i = 0; i < d->h; i++)
         for (size_t c = 0; c < d->m; c++) {
@@ -198,7 +200,9 @@ static void attn__ref_value_norms(const attn_params *p, size_t b,
                 }
             }
             out[(b * d->h + i) * d->m + c] = (float)sqrt(ss);
+            range |= !isfinite(out[(b * d->h + i) * d->m + c]);
         }
+    return range;
 }
 
 attn_status attn_forward_ref(const attn_params *p, float *output,
@@ -253,20 +257,28 @@ attn_status attn_forward_ref_ex(const attn_params *p, float *output,
         attn__ref_qk(p, b, q, k);
         attn__ref_project(v, attn__value_source(p) + b * d->m * vw, p->w_v,
                           p->b_v, d->m, vw, gdv);
+        /* the extras are answers too: one beyond float32 is ATTN_ERANGE,
+         * as an output is */
         if (ex != NULL && ex->q_out != NULL)
             for (size_t i = 0; i < d->h; i++)
                 for (size_t a = 0; a < d->n; a++)
-                    for (size_t t = 0; t < d->d_k; t++)
-                        ex->q_out[((b * d->h + i) * d->n + a) * d->d_k + t] =
-                            (float)q[a * hdk + i * d->d_k + t];
+                    for (size_t t = 0; t < d->d_k; t++) {
+                        float *qo = ex->q_out +
+                                    ((b * d->h + i) * d->n + a) * d->d_k + t;
+                        *qo = (float)q[a * hdk + i * d->d_k + t];
+                        range |= !isfinite(*qo);
+                    }
         if (ex != NULL && ex->k_out != NULL)
             for (size_t j = 0; j < d->g; j++)
                 for (size_t c = 0; c < d->m; c++)
-                    for (size_t t = 0; t < d->d_k; t++)
-                        ex->k_out[((b * d->g + j) * d->m + c) * d->d_k + t] =
-                            (float)k[c * gdk + j * d->d_k + t];
+                    for (size_t t = 0; t < d->d_k; t++) {
+                        float *ko = ex->k_out +
+                                    ((b * d->g + j) * d->m + c) * d->d_k + t;
+                        *ko = (float)k[c * gdk + j * d->d_k + t];
+                        range |= !isfinite(*ko);
+                    }
         if (ex != NULL && ex->value_norms != NULL)
-            attn__ref_value_norms(p, b, v, ex->value_norms);
+            range |= attn__ref_value_norms(p, b, v, ex->value_norms);
 
         for (size_t i = 0; i < d->h; i++) {
             size_t j = i / group;

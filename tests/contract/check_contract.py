@@ -1042,6 +1042,23 @@ def test_v2_compute():
     r = base_req(n=4, h=4, g=2, dk=2, dv=3, B=2)
     r["value_norms"] = True
     run_case("v2 value_norms gqa no w_o", r)
+    # a key of weight 2e-9 whose value is near float32's limit: its
+    # V W_o (3e38 + 3e38 - 3e38) overflows float32 on the way where the
+    # norm, 3e38, fits, and the output stays moderate
+    for rw in ("per_head", "none"):
+        r = {"x": [[1.0]], "memory": [[10.0], [-10.0]], "w_q": [[1.0]], "w_k": [[1.0]], "scale": 1.0,
+             "value": [[1.0, 0.0, 0.0], [3e38, 3e38, -3e38]], "w_v": tl(np.eye(3)), "w_o": [[1.0], [1.0], [1.0]],
+             "value_norms": True, "return_weights": rw}
+        run_case("v2 value_norms overflow on the way " + rw, r)
+    # answers beyond float32 (a value norm of 6e38, a query of 4e38 after
+    # qk_norm) are 422, never null in the JSON
+    r["w_o"] = [[1.0], [1.0], [0.0]]
+    st, js, _, _ = attend(r)
+    expect_error("v2 value_norms beyond float32", st, js, 422, "invalid_request")
+    r = {"x": [[3.0, 1.0], [1.0, 1.0]], "w_q": tl(np.eye(2)), "w_k": tl(np.eye(2)), "w_v": tl(np.eye(2)),
+         "qk_norm": {"q_weight": [3e38, 3e38], "k_weight": [1.0, 1.0]}, "return_qk": True}
+    st, js, _, _ = attend(r)
+    expect_error("v2 return_qk q beyond float32", st, js, 422, "invalid_request")
     # everything with base64
     r = base_req(n=4, h=2, g=1, dk=2, w_o=3, B=2)
     r.update({"value_norms": True, "return_qk": True, "encoding": "base64", "rope": {}})

@@ -263,6 +263,64 @@ START_TEST(test_errors_range_output)
 }
 END_TEST
 
+/* The extras are answers too: a value norm (or a query, a key) beyond
+ * float32 is ATTN_ERANGE from both kernels, never an infinity reported as
+ * success; one whose float32 product overflows on the way while the norm
+ * fits is the reference's. One query, two keys of scores 10 and -10 (the
+ * second weighs 2e-9, so the output stays near 1e30) and values from a
+ * separate source, the second near float32's limit; d_out = 1, w_o ones. */
+START_TEST(test_errors_range_value_norms)
+{
+    float x[1] = { 1.0f }, mem[2] = { 10.0f, -10.0f }, one[1] = { 1.0f };
+    float beyond[4] = { 1.0f, 0.0f, 3e38f, 3e38f };         /* norm 6e38 */
+    float fits[6] = { 1.0f, 0.0f, 0.0f, 3e38f, 3e38f, -3e38f }; /* 3e38 */
+    float w_v2[4] = { 1, 0, 0, 1 }, w_v3[9] = { 1, 0, 0, 0, 1, 0, 0, 0, 1 };
+    float w_o[3] = { 1, 1, 1 };
+    float out[1], w[2], vn[2], out_ref[1], w_ref[2], vn_ref[2];
+    attn_extras ex, ex_ref;
+    attn_params p;
+    int st;
+
+    memset(&p, 0, sizeof p);
+    p.dims = (attn_dims){ 1, 1, 2, 1, 1, 1, 1, 1, 2, 1 };
+    p.x = x;
+    p.memory = mem;
+    p.w_q = one;
+    p.w_k = one;
+    p.w_v = w_v2;
+    p.w_o = w_o;
+    p.scale = 1.0f;
+    p.weights = ATTN_WEIGHTS_PER_HEAD;
+    p.value = beyond;
+    p.d_val = 2;
+    memset(&ex, 0, sizeof ex);
+    ex.value_norms = vn;
+    st = attn_forward_ex(&p, out, w, &ex);
+    ck_assert_msg(st == ATTN_ERANGE, "attn_forward_ex, norm 6e38: returned "
+                  "%d, value norm %g", st, (double)vn[1]);
+    st = attn_forward_ref_ex(&p, out, w, &ex);
+    ck_assert_msg(st == ATTN_ERANGE, "attn_forward_ref_ex, norm 6e38: "
+                  "returned %d, value norm %g", st, (double)vn[1]);
+    p.dims.d_v = 3;
+    p.value = fits;
+    p.d_val = 3;
+    p.w_v = w_v3;
+    memset(&ex_ref, 0, sizeof ex_ref);
+    ex_ref.value_norms = vn_ref;
+    ck_assert_int_eq(attn_forward_ref_ex(&p, out_ref, w_ref, &ex_ref),
+                     ATTN_OK);
+    ck_assert_msg(fabsf(vn_ref[1] - 3e38f) <= 1e-4f * 3e38f,
+                  "reference value norm %g, expected 3e38", (double)vn_ref[1]);
+    memset(&ex, 0, sizeof ex);
+    ex.value_norms = vn;
+    st = attn_forward_ex(&p, out, w, &ex);
+    ck_assert_msg(st == ATTN_OK || st == ATTN_ERANGE, "returned %d", st);
+    if (st == ATTN_OK)
+        tl_assert_close_f("value norms overflowing on the way", vn, vn_ref,
+                          2);
+}
+END_TEST
+
 /* attn_forward on c in every weights mode, on the calling thread and on
  * an executor (outputs only: the fused kernel where the CPU has it):
  * ATTN_ERANGE, or the float64 reference's answer. what names the case. */
@@ -542,6 +600,7 @@ Suite *tl_suite_errors(void)
     tcase_add_test(tc, test_errors_range_output);
     tcase_add_test(tc, test_errors_range_scores);
     tcase_add_test(tc, test_errors_range_cancel);
+    tcase_add_test(tc, test_errors_range_value_norms);
     tcase_add_test(tc, test_errors_strerror);
     tcase_add_loop_test(tc, test_errors_rules, 0,
                         (int)(sizeof errors_rules / sizeof errors_rules[0]));
