@@ -456,11 +456,13 @@ static void http__completed(void *cls, struct MHD_Connection *c,
     double seconds = http__since(&r->t0);
     /* Cut off by guard.c, which answered it (408, 503) when it could. */
     int cut = r->gc ? guard_request_cut(r->gc) : 0;
+    bool answered_raw = r->cut; /* a body refused midway: 413, 503 */
     if (cut && !r->status && cut - 1 != METRICS_CLOSED_SLOW_READ) {
         bool shutdown = cut - 1 == METRICS_CLOSED_SHUTDOWN;
         errors_kind k = shutdown ? ERRORS_UNAVAILABLE : ERRORS_REQUEST_TIMEOUT;
         r->status = errors_http_status(k);
         r->error_code = errors_code(k);
+        answered_raw = true;
     }
     if (r->gc)
         guard_request_end(r->gc);
@@ -476,7 +478,11 @@ static void http__completed(void *cls, struct MHD_Connection *c,
             .bytes_in = r->bytes_in,
             .bytes_out = r->bytes_out,
             .duration_ms = seconds * 1e3,
-            .error_code = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
+            /* An answer guard.c sent raw ends the connection, which
+             * libmicrohttpd reports as closed: the line names the error
+             * the client was answered with, as for any other. */
+            .error_code = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ||
+                                  answered_raw
                               ? r->error_code
                               : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED
                                     ? "connection_timeout"

@@ -100,6 +100,24 @@ static int child_wait(child *c)
     return st;
 }
 
+/* Waits for the child's exit as child_wait does, keeping the start of its
+ * stderr in log (NUL-terminated). */
+static int child_wait_log(child *c, char *log, size_t cap)
+{
+    size_t got = 0;
+    ssize_t n;
+    char sink[4096];
+    while ((n = read(c->err_fd, got < cap - 1 ? log + got : sink,
+                     got < cap - 1 ? cap - 1 - got : sizeof sink)) > 0)
+        if (got < cap - 1)
+            got += (size_t)n;
+    log[got] = '\0';
+    close(c->err_fd);
+    int st;
+    ck_assert_int_eq(waitpid(c->pid, &st, 0), c->pid);
+    return st;
+}
+
 /* A valid /attend whose body stops halfway until the gate opens. */
 typedef struct slow {
     uint16_t port;
@@ -272,6 +290,52 @@ START_TEST(test_drain_bad_flag_exits_2)
 }
 END_TEST
 
+/* A request that the connection layer cuts off and answers itself (a
+ * chunked body over --max-body-bytes: 413; a body under --min-body-rate:
+ * 408) is logged with the status and the error code it was answered with,
+ * not as one that ended without an answer. */
+START_TEST(test_drain_log_names_the_answer_of_a_cut_off_request)
+{
+    child c;
+    const char *args[] = {"--max-body-bytes", "100", "--rate-window", "1",
+                          NULL};
+    child_start(&c, args);
+    char body[160];
+    memset(body, '1', sizeof body);
+    char chunked[512];
+    int len = snprintf(chunked, sizeof chunked,
+                       "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                       "Content-Type: application/json\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%.*s\r\n"
+                       "0\r\n\r\n",
+                       sizeof body, (int)sizeof body, body);
+    char out[4096];
+    ck_assert_int_eq(ts_raw(c.port, chunked, (size_t)len, out, sizeof out),
+                     413);
+    static const char slow_head[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                                    "Content-Type: application/json\r\n"
+                                    "Content-Length: 90\r\n\r\n{";
+    ck_assert_int_eq(
+        ts_raw(c.port, slow_head, sizeof slow_head - 1, out, sizeof out), 408);
+    /* guard.c lingers 2 s on a connection it answered before the request
+     * ends and is logged */
+    sleep_ms(2600);
+    ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
+    static char log[65536];
+    int st = child_wait_log(&c, log, sizeof log);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    ck_assert_msg(strstr(log, "\"status\":413,") &&
+                      strstr(log, "\"error\":\"too_large\"}"),
+                  "no request line for the 413: %s", log);
+    ck_assert_msg(strstr(log, "\"status\":408,") &&
+                      strstr(log, "\"error\":\"request_timeout\"}"),
+                  "no request line for the 408: %s", log);
+    ck_assert_msg(!strstr(log, "connection_closed"),
+                  "an answered request logged as closed: %s", log);
+}
+END_TEST
+
 Suite *drain_suite(void)
 {
     Suite *s = suite_create("drain");
@@ -280,6 +344,7 @@ Suite *drain_suite(void)
     tcase_add_test(t, test_drain_sigterm_finishes_in_flight_and_exits_0);
     tcase_add_test(t, test_drain_healthcheck_and_sigint);
     tcase_add_test(t, test_drain_bad_flag_exits_2);
+    tcase_add_test(t, test_drain_log_names_the_answer_of_a_cut_off_request);
     suite_add_tcase(s, t);
     return s;
 }
