@@ -131,8 +131,8 @@ static void http__refuse_body(http_request *r, bool budget)
     if (budget)
         snprintf(msg, sizeof msg,
                  "over capacity: the chunked body outgrew what "
-                 "--max-buffered-bytes (%zu) leaves for bodies being "
-                 "received; retry later",
+                 "--max-buffered-bytes (ATTND_MAX_BUFFERED_BYTES, %zu) "
+                 "leaves for bodies being received; retry later",
                  srv->cfg.max_buffered_bytes);
     else
         snprintf(msg, sizeof msg,
@@ -531,11 +531,15 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
     if (prev >= slots) {
         atomic_fetch_sub(&srv->attend_in_flight, 1);
         http__drop_body(r);
+        char large[64] = "";
+        if (slots < srv->cfg.limits.max_in_flight)
+            snprintf(large, sizeof large, " (%zu for a body over 1 MiB)",
+                     slots);
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
-                           "over capacity: %zu requests are computing, the "
-                           "limit --max-in-flight (ATTND_MAX_IN_FLIGHT); "
-                           "retry later",
-                           srv->cfg.limits.max_in_flight);
+                           "over capacity: the limit --max-in-flight "
+                           "(ATTND_MAX_IN_FLIGHT) is %zu requests computing "
+                           "at once%s, all taken; retry later",
+                           srv->cfg.limits.max_in_flight, large);
     }
     r->attend_slot = true;
     if (r->body_len <= HTTP__INLINE_BODY)

@@ -402,14 +402,20 @@ int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
         if (why < 0)
             return fd;
         metrics_refused(g->m, (metrics_refusal)why);
+        char msg[160];
+        if (why == METRICS_REFUSED_PER_IP)
+            snprintf(msg, sizeof msg,
+                     "too many connections from this address: the limit "
+                     "--max-connections-per-ip "
+                     "(ATTND_MAX_CONNECTIONS_PER_IP) is %zu",
+                     g->cfg->max_connections_per_ip);
+        else
+            snprintf(msg, sizeof msg,
+                     "too many connections: the limit --max-connections "
+                     "(ATTND_MAX_CONNECTIONS) is %zu",
+                     g->cfg->max_connections);
         guard__answer(g, fd, errors_http_status(ERRORS_UNAVAILABLE),
-                      errors_code(ERRORS_UNAVAILABLE),
-                      why == METRICS_REFUSED_PER_IP
-                          ? "too many connections from this address: the "
-                            "limit --max-connections-per-ip"
-                          : "too many connections: the limit "
-                            "--max-connections",
-                      NULL);
+                      errors_code(ERRORS_UNAVAILABLE), msg, NULL);
         guard__sys_close(fd);
         guard__peer(&ss, peer, sizeof peer);
         guard__log(g, METRICS_CLOSED_COUNT + (size_t)why,

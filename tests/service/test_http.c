@@ -1137,6 +1137,9 @@ START_TEST(test_http_in_flight_limit_503_retry_after)
     char v[64];
     ck_assert_ptr_nonnull(ts_header(&r, "Retry-After", v, sizeof v));
     ck_assert_int_ge(atoi(v), 1);
+    ck_assert_msg(strstr(r.body, "the limit --max-in-flight "
+                                 "(ATTND_MAX_IN_FLIGHT) is 1 "),
+                  "%s", r.body);
     ts_response_free(&r);
     /* Probes are not work: they pass the full house. */
     ck_assert_int_eq(ts_get_status(p, "/healthz"), 200);
@@ -1788,6 +1791,10 @@ START_TEST(test_http_per_address_limit_503)
     ck_assert_int_eq(st, 503);
     ck_assert_ptr_nonnull(strstr(out, "\"unavailable\""));
     ck_assert_ptr_nonnull(strstr(out, "Retry-After: 1"));
+    /* the message names the limit, its variable and its value */
+    ck_assert_msg(strstr(out, "--max-connections-per-ip "
+                              "(ATTND_MAX_CONNECTIONS_PER_IP) is 3"),
+                  "%s", out);
     close(fds[0]);
     fds[0] = -1;
     sleep_ms(100);
