@@ -101,7 +101,7 @@ int guard_request_cut(const guard_conn *gc);
  * now, and each one from now on as soon as it begins. Connections between
  * requests stay open: their next request is answered (the server adds
  * Connection: close while it refuses new work). */
-void guard_close_idle(guard *g);
+void guard_refuse_uploads(guard *g);
 
 /* Shutdown, last step: every remaining connection is closed and every
  * computation cancelled. */

@@ -100,7 +100,7 @@ struct guard {
     guard_conn *conns; /* list head */
     size_t open, dead;
     guard__ip *ips[GUARD__IP_BUCKETS];
-    bool closing_idle, closing_all, stopping;
+    bool refusing_uploads, closing_all, stopping;
     pthread_t sweeper;
     pthread_cond_t wake;
     /* log rate limit, per reason: last line's time and lines held back */

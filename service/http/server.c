@@ -698,7 +698,7 @@ void server_quiesce(server *srv)
      * requests stay, and their next request is answered with
      * Connection: close. */
     if (srv->guard)
-        guard_close_idle(srv->guard);
+        guard_refuse_uploads(srv->guard);
 }
 
 void server_wait(server *srv)

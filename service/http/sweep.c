@@ -166,7 +166,7 @@ static size_t guard__sweep(guard *g, metrics_close *closed, char (*peers)[INET6_
                        errors_code(ERRORS_UNAVAILABLE),
                        "shutting down: the request was cut off");
             why = METRICS_CLOSED_SHUTDOWN;
-        } else if (g->closing_idle && body) {
+        } else if (g->refusing_uploads && body) {
             /* An upload would hold the exit back: refused now. A
              * connection between requests (or in a head) stays: its next
              * request is answered, /readyz 503 and /attend 503, with
@@ -335,10 +335,10 @@ void guard_free(guard *g)
     free(g);
 }
 
-void guard_close_idle(guard *g)
+void guard_refuse_uploads(guard *g)
 {
     pthread_mutex_lock(&guard__mu);
-    g->closing_idle = true;
+    g->refusing_uploads = true;
     pthread_mutex_unlock(&guard__mu);
     guard__sweep_and_report(g);
 }
@@ -346,7 +346,7 @@ void guard_close_idle(guard *g)
 void guard_close_all(guard *g)
 {
     pthread_mutex_lock(&guard__mu);
-    g->closing_idle = g->closing_all = true;
+    g->refusing_uploads = g->closing_all = true;
     pthread_mutex_unlock(&guard__mu);
     guard__sweep_and_report(g);
 }
