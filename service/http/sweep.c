@@ -87,6 +87,10 @@ static void guard__cut(guard_conn *gc, metrics_close why, int status,
     metrics_closed(gc->g->m, why);
     if (status && !atomic_load(&gc->responded)) {
         atomic_store(&gc->responded, true);
+        /* Marked before the answer leaves: a client that reads it and
+         * closes at once ends the request on a libmicrohttpd thread, whose
+         * log line must find it cut (and answered), not merely closed. */
+        atomic_store(&gc->cut, (int)why + 1);
         guard__answer(gc->g, gc->fd, status, code, message, gc->fr.origin);
         /* The answer, then the end of the stream; what the client still
          * sends is read and dropped for a while (see recv) before the
@@ -94,7 +98,6 @@ static void guard__cut(guard_conn *gc, metrics_close why, int status,
          * reset that can destroy the answer before it is read. */
         shutdown(gc->fd, SHUT_WR);
         atomic_store(&gc->linger_until, guard__now() + GUARD__LINGER_NS);
-        atomic_store(&gc->cut, (int)why + 1);
         if (!atomic_exchange(&gc->dead, true))
             gc->g->dead++;
         return;
