@@ -23,18 +23,18 @@ function skip_blanks(text, i) {
   return i;
 }
 
-// The end of the string whose opening quote is at i (the index after its
-// closing quote), and its value.
-function read_string(text, i) {
+// The index after the closing quote of the string whose opening quote is
+// at i.
+function string_end(text, i) {
   let j = i + 1;
   while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
-  return { end: j + 1, value: JSON.parse(text.slice(i, j + 1)) };
+  return j + 1;
 }
 
 // The end of the JSON value that starts at i (text is valid JSON).
 function value_end(text, i) {
   const c = text[i];
-  if (c === '"') return read_string(text, i).end;
+  if (c === '"') return string_end(text, i);
   if (c !== '{' && c !== '[') {
     let j = i;
     while (j < text.length && !/[,\]} \t\n\r]/.test(text[j])) j++;
@@ -43,7 +43,7 @@ function value_end(text, i) {
   let depth = 0;
   for (let j = i; j < text.length; j++) {
     if (text[j] === '"') {
-      j = read_string(text, j).end - 1;
+      j = string_end(text, j) - 1;
     } else if (text[j] === '{' || text[j] === '[') {
       depth++;
     } else if (text[j] === '}' || text[j] === ']') {
@@ -61,9 +61,9 @@ function child_start(text, i, key) {
   for (let n = 0; j < text.length && text[j] !== '}' && text[j] !== ']'; n++) {
     let name = String(n);
     if (object) {
-      const s = read_string(text, j);
-      name = s.value;
-      j = skip_blanks(text, skip_blanks(text, s.end) + 1); // past the colon
+      const end = string_end(text, j);
+      name = JSON.parse(text.slice(j, end));
+      j = skip_blanks(text, skip_blanks(text, end) + 1); // past the colon
     }
     if (name === key) return j;
     j = skip_blanks(text, value_end(text, j));

@@ -488,7 +488,7 @@ CODEC__AVX512 static void codec__text_avx512(const float *v,
             _mm512_mul_epu32(sg, _mm512_set1_epi64(1441151881u)), 57);
         __m512i digits = codec__ascii8x8(_mm512_sub_epi64(
             sg, _mm512_mul_epu32(top, _mm512_set1_epi64(100000000))));
-        __m512i k = one, point, place, neg, idx, src0, src1;
+        __m512i k, point, place, neg, idx, src0, src1;
         __m256i plen;
         __mmask8 zero, plain, slow;
 
