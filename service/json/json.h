@@ -289,8 +289,9 @@ size_t codec_json_row(const char **pp, const char *end, float *out,
 size_t codec_json_row_any(const char **pp, const char *end, float *out,
                           size_t room);
 
-/* For tests: limits codec_json_row and codec_json_row_any to the loops up to isa (2: AVX-512 then
- * SSSE3, 1: SSSE3, 0: none, when the CPU has them; a negative isa: all it
+/* For tests: limits codec_json_row and codec_json_row_any to the loops
+ * up to isa (3: AVX-512 at fixed strides, then the others; 2: AVX-512 then
+ * SSSE3; 1: SSSE3; 0: none; when the CPU has them; a negative isa: all it
  * has). Returns the level now in use. */
 int codec__row_isa(int isa);
 
@@ -298,6 +299,10 @@ int codec__row_isa(int isa);
  * 1), json/rows_avx512.c: the same contract, for CPUs that have it
  * (codec__row_isa 2). */
 size_t codec__row_avx512(const char **pp, const char *end, float *out,
+                         size_t room, int any);
+
+/* The same at fixed strides, for plain decimals (codec__row_isa 3). */
+size_t codec__row_stride(const char **pp, const char *end, float *out,
                          size_t room, int any);
 
 /* Like codec_json_number but to the nearest double. */

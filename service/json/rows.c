@@ -5,9 +5,10 @@
  * ("0.34558001160621643, -1.3031600713729858"), one to a line under
  * json.dumps(indent=2), with 1 to 17 significant digits and now and then
  * an exponent ("1e-05"). On CPUs with AVX-512 (VBMI2), codec_json_row
- * classifies 64 bytes at a time and reads the numbers of two such blocks
- * together, whatever their form (json/rows_avx512.c). Elsewhere an SSSE3 loop takes the compact
- * short ones: it first finds the separators of 64 bytes, so each number's
+ * classifies 64 bytes at a time (json/rows_avx512.c): plain decimals at
+ * fixed strides, and the blocks with exponents one after another, each
+ * starting after the last separator of the one before, two read
+ * together. Elsewhere an SSSE3 loop takes the compact short ones: it first finds the separators of 64 bytes, so each number's
  * extent is known before it is read; per number, one 16-byte load
  * classifies its bytes (digits, the point), one shuffle gathers its digits
  * into two right-aligned groups of eight, and SWAR arithmetic turns each
@@ -168,8 +169,9 @@ stop:
     return k;
 }
 
-/* The loops this CPU has: 2 AVX-512 (then SSSE3), 1 SSSE3, 0 none; and the
- * ones in use, which tests may lower (codec__row_isa). */
+/* The loops this CPU has: 3 AVX-512 at fixed strides (then the others), 2
+ * AVX-512 (then SSSE3), 1 SSSE3, 0 none; and the ones in use, which tests
+ * may lower (codec__row_isa). */
 static int codec__row_have, codec__row_use;
 
 __attribute__((constructor)) static void codec__row_cpu(void)
@@ -184,7 +186,7 @@ __attribute__((constructor)) static void codec__row_cpu(void)
              __builtin_cpu_supports("avx512vbmi2") &&
              __builtin_cpu_supports("bmi2") &&
              __builtin_cpu_supports("popcnt"))
-        codec__row_have = 2;
+        codec__row_have = 3;
     else
         codec__row_have = 1;
     codec__row_use = codec__row_have;
@@ -196,29 +198,45 @@ int codec__row_isa(int isa)
     return codec__row_use;
 }
 
-/* codec_json_row (any 0) and codec_json_row_any (any 1). */
+/* codec_json_row (any 0) and codec_json_row_any (any 1): each loop in
+ * turn from where the one before stopped, the fixed-stride loop again
+ * after a few blocks of the AVX-512 one (an exponent now and then stops
+ * it; the block-relative loop takes that and its neighbours). */
 static size_t codec__row(const char **pp, const char *end, float *out,
                          size_t room, int any)
 {
-    size_t k, more;
-    const char *q;
+    const char *q = *pp, *lim;
+    size_t k = 0, n;
 
     if (codec__row_use == 0)
         return 0;
-    if (codec__row_use == 1)
-        return codec__row_ssse3(pp, end, out, room);
-    k = codec__row_avx512(pp, end, out, room, any);
-    if (k == 0)
-        return codec__row_ssse3(pp, end, out, room);
-    if (k == room || **pp != ',')
-        return k;
-    /* the rest of the row, from the block the AVX-512 loop left, one number
-     * at a time up to whatever stopped it */
-    q = *pp + 1;
-    more = codec__row_ssse3(&q, end, out + k, room - k);
-    if (more > 0)
+    while (codec__row_use >= 2) {
+        if (codec__row_use >= 3 &&
+            (n = codec__row_stride(&q, end, out + k, room - k, any)) > 0) {
+            k += n;
+            *pp = q;
+            if (k == room || *q != ',')
+                return k;
+            q++;
+        }
+        lim = codec__row_use >= 3 && end - q > 256 ? q + 256 : end;
+        n = codec__row_avx512(&q, lim, out + k, room - k, any);
+        if (n == 0)
+            break;
+        k += n;
         *pp = q;
-    return k + more;
+        if (k == room || *q != ',')
+            return k;
+        q++;
+        if (codec__row_use < 3)
+            break;
+    }
+    /* the rest of the row, from the block the loops above left, one
+     * number at a time up to whatever stopped it */
+    n = codec__row_ssse3(&q, end, out + k, room - k);
+    if (n > 0)
+        *pp = q;
+    return k + n;
 }
 
 size_t codec_json_row(const char **pp, const char *end, float *out,

@@ -141,6 +141,49 @@ CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
     return _mm512_cvtpd_ps(d);
 }
 
+/* Stores the values (-1)^neg * mant * 10^q of the lanes of n8 at out,
+ * up to the first lane unsure (given, or that codec__row_f32x8 is not sure
+ * of). A float division rounds correctly when the mantissa is below 2^24
+ * and the power of ten an exact float (10^0 to 10^-10); the other lanes
+ * take codec__row_f32x8. Returns the unsure lanes of n8 (0: all stored). */
+CODEC__ROW512_INLINE static inline __mmask8 codec__row_store8(
+    __m512i mant, __m512i q, __mmask8 neg, __mmask8 n8, __mmask8 unsure,
+    float *out)
+{
+    const __m512 pow10 = _mm512_set_ps(1, 1, 1, 1, 1, 1e10f, 1e9f, 1e8f, 1e7f,
+                                       1e6f, 1e5f, 1e4f, 1e3f, 1e2f, 1e1f, 1);
+    __m256i bits;
+    /* the lanes whose division is not exact: 10^q in a double */
+    __mmask8 big = _mm512_mask_cmpgt_epu64_mask(
+                       n8, mant, _mm512_set1_epi64((1 << 24) - 1)) |
+                   _mm512_mask_cmpgt_epu64_mask(
+                       n8, _mm512_add_epi64(q, _mm512_set1_epi64(10)),
+                       _mm512_set1_epi64(10));
+
+    if (big != n8)
+        bits = _mm256_castps_si256(_mm256_div_ps(
+            _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(mant)),
+            _mm512_castps512_ps256(_mm512_permutexvar_ps(
+                _mm512_castsi256_si512(_mm512_cvtepi64_epi32(
+                    _mm512_sub_epi64(_mm512_setzero_si512(), q))),
+                pow10))));
+    else
+        bits = _mm256_setzero_si256();
+    if (big) {
+        __mmask8 far;
+        __m256 dv = codec__row_f32x8(mant, q, &far);
+        bits = _mm256_mask_blend_epi32(big, bits, _mm256_castps_si256(dv));
+        unsure |= far & big;
+    }
+    unsure &= n8;
+    if (unsure)
+        n8 &= (__mmask8)((1u << __builtin_ctz(unsure)) - 1);
+    bits = _mm256_mask_or_epi32(bits, neg, bits,
+                                _mm256_set1_epi32((int)0x80000000u));
+    _mm256_mask_storeu_epi32(out, n8, bits);
+    return unsure;
+}
+
 /* What codec__row_scan finds in one block. */
 typedef struct codec__row_blk {
     __m512i x;     /* the mantissas' digit values, packed in order */
@@ -361,8 +404,6 @@ CODEC__ROW512_TARGET static unsigned codec__row_convert(
         0x0707070707070707, 0x0606060606060606, 0x0505050505050505,
         0x0404040404040404, 0x0303030303030303, 0x0202020202020202,
         0x0101010101010101, 0);
-    const __m512 pow10 = _mm512_set_ps(1, 1, 1, 1, 1, 1e10f, 1e9f, 1e8f, 1e7f,
-                                       1e6f, 1e5f, 1e4f, 1e3f, 1e2f, 1e1f, 1);
     unsigned nnum = a->nnum + b->nnum, g;
     __m512i lastv, cv, fv, ev = a->ev;
     __m512i xb = b->nnum ? b->x : _mm512_setzero_si512();
@@ -396,8 +437,7 @@ CODEC__ROW512_TARGET static unsigned codec__row_convert(
         __m512i c8 = _mm512_permutexvar_epi8(sel, cv);
         __m512i l8 = _mm512_permutexvar_epi8(sel, lastv);
         __m512i mant = codec__row_digits8(a->x, xb, l8, c8, 0), at, f, q;
-        __m256i bits;
-        __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), big, unsure = 0;
+        __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), unsure = 0;
 
         /* and the digits before the last eight, and before those: up to
          * 24 digits, of which the first five must be zeros (leading zeros
@@ -424,34 +464,8 @@ CODEC__ROW512_TARGET static unsigned codec__row_convert(
             _mm512_cvtepi8_epi64(
                 _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, ev))),
             f);
-        /* the lanes whose division is not exact: 10^q in a double */
-        big = _mm512_mask_cmpgt_epu64_mask(
-                  n8, mant, _mm512_set1_epi64((1 << 24) - 1)) |
-              _mm512_mask_cmpgt_epu64_mask(
-                  n8, _mm512_add_epi64(q, _mm512_set1_epi64(10)),
-                  _mm512_set1_epi64(10));
-        if (big != n8)
-            bits = _mm256_castps_si256(_mm256_div_ps(
-                _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(mant)),
-                _mm512_castps512_ps256(_mm512_permutexvar_ps(
-                    _mm512_castsi256_si512(
-                        _mm512_cvtepi64_epi32(_mm512_sub_epi64(
-                            _mm512_setzero_si512(), q))),
-                    pow10))));
-        else
-            bits = _mm256_setzero_si256();
-        if (big) {
-            __mmask8 far;
-            __m256 dv = codec__row_f32x8(mant, q, &far);
-            bits = _mm256_mask_blend_epi32(big, bits, _mm256_castps_si256(dv));
-            unsure |= far & big;
-        }
-        unsure &= n8;
-        if (unsure)
-            n8 &= (__mmask8)((1u << __builtin_ctz(unsure)) - 1);
-        bits = _mm256_mask_or_epi32(bits, (__mmask8)(negs >> g), bits,
-                                    _mm256_set1_epi32((int)0x80000000u));
-        _mm256_mask_storeu_epi32(out + g, n8, bits);
+        unsure = codec__row_store8(mant, q, (__mmask8)(negs >> g), n8, unsure,
+                                   out + g);
         if (unsure)
             return g + (unsigned)__builtin_ctz(unsure);
     }
@@ -513,6 +527,320 @@ CODEC__ROW512_TARGET size_t codec__row_avx512(const char **pp,
         if (!b.more || k == room)
             break;
         s = done + 1;
+    }
+    *pp = done;
+    return k;
+}
+
+
+/* -- the fixed-stride loop ------------------------------------------------
+ *
+ * codec__row_avx512 starts each block after the last separator of the one
+ * before, so a block's address waits on the previous block's masks: a
+ * chain of some twenty cycles a block, which the core cannot overlap. The
+ * loop below reads the row at fixed strides instead (block i at start +
+ * 64 i) and carries what a number straddling two blocks needs across
+ * them (its sign, its point, the grammar's previous byte), so the blocks'
+ * work is independent and overlaps. Its digits go to a table in memory,
+ * one stream for the row, and each number's last eight, sixteen and
+ * twenty-four digits are gathered from it by their last index. It takes
+ * plain decimals (sign, digits, a point; blanks only after separators,
+ * when any) and stops at the first block with anything else, which
+ * codec__row (json/rows.c) gives to codec__row_avx512. */
+
+/* Blocks scanned before their numbers are converted. */
+#define CODEC__STRIDE_BLOCKS 16
+
+typedef struct codec__stride {
+    /* the digits' values, from dig[32] on (the 32 bytes before it are read
+     * by the gathers of a number's first digits and masked out) */
+    uint8_t dig[32 + 32 + (CODEC__STRIDE_BLOCKS + 3) * 64];
+    /* number j's last digit is dig[last[j + 1]]; last[0] the index just
+     * before the first number's first digit */
+    uint16_t last[1 + CODEC__STRIDE_BLOCKS * 32 + 32];
+    /* number j's decimals (digits after its point), + 0x80 if negative */
+    uint8_t fn[CODEC__STRIDE_BLOCKS * 32 + 32];
+} codec__stride;
+
+/* Where the reading of a row stands between two blocks (kept apart from
+ * the tables, in registers). */
+typedef struct codec__stride_at {
+    unsigned base; /* dig[base]: where the next block's digits go */
+    unsigned nn;   /* numbers ended in this batch of blocks */
+    /* a number begun and not ended: its sign, whether it has a point, and
+     * if so the index its point would have among the digits */
+    unsigned pend, pend_neg, pend_pt, pend_ptd;
+    /* the previous byte (bit 0 each): a separator or a blank after one,
+     * a number's leading '-', a point, a number's leading '0' */
+    uint64_t c_sb, c_mf, c_pt, c_fz;
+    const char *lastsep; /* the last separator taken */
+} codec__stride_at;
+
+/* Reads the 64 bytes at s into t: their digits, and the last digit,
+ * decimals and sign of each number that ends in them (at most room).
+ * Returns -1, with t unchanged, when they hold anything but plain decimals
+ * and separators (and blanks after separators when any), a fault of
+ * grammar, or more numbers than room; else 1 when the row's ']' is in
+ * them, 0 otherwise. */
+CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
+                                                          int any,
+                                                          size_t room,
+                                                          codec__stride *t,
+                                                          codec__stride_at *z)
+{
+    const __m512i iota = CODEC__ROW_IOTA;
+    const __m512i iota16 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(iota));
+    __m512i v = _mm512_loadu_si512((const void *)s);
+    __m512i x = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));
+    uint64_t dg = _mm512_cmple_epu8_mask(x, _mm512_set1_epi8(9));
+    uint64_t pt = codec__eq64(v, '.'), mn = codec__eq64(v, '-');
+    uint64_t cl = codec__eq64(v, ']'), ends = codec__eq64(v, ',');
+    uint64_t w = ~UINT64_C(0), ws = 0, zero, st, first, bad, el, mpt, sep;
+    uint64_t negs;
+    unsigned nsep, nel, nd;
+    __m512i e16, prev16, f16;
+    __m256i l16, fn8;
+
+    if (cl) {
+        w = ((cl & -cl) << 1) - 1; /* up to the row's ']' */
+        ends = (ends | cl) & w;
+        dg &= w;
+        pt &= w;
+        mn &= w;
+    }
+    if (any)
+        ws = codec__row_blanks(v) & w;
+    if ((w & ~(dg | pt | mn | ends | ws)) != 0)
+        return -1;
+    zero = codec__eq64(v, '0') & w;
+    /* a number starts at the first byte after a separator and its blanks */
+    st = ~ws & w & (((ends | ws) << 1) | z->c_sb);
+    first = (st & ~mn) | ((st & mn) << 1) | z->c_mf;
+    el = pt | ends; /* points and separators, in order: mpt the points */
+    mpt = _pext_u64(pt, el);
+    nel = (unsigned)__builtin_popcountll(el);
+    nsep = (unsigned)__builtin_popcountll(ends);
+    bad = (ws & ~(((ends | ws) << 1) | z->c_sb)) | /* a blank elsewhere */
+          (mn & ~st) |                             /* a sign not first */
+          (first & ~dg) |                /* no digit first (",,", ".5") */
+          (((pt << 1) | z->c_pt) & ~dg) | /* nor after a point */
+          ((((first & zero) << 1) | z->c_fz) & dg) | /* "01" */
+          (mpt & (mpt >> 1)) | (mpt & z->pend_pt);   /* two points */
+    if (bad != 0 || nel > 32 || z->nn + nsep > room)
+        return -1;
+    /* the digits, to the stream */
+    nd = (unsigned)__builtin_popcountll(dg);
+    _mm512_storeu_si512((void *)(t->dig + z->base),
+                        _mm512_maskz_compress_epi8(dg, x));
+    /* each point's and separator's index among the digits: the digits
+     * before it in the block, in 16 bits, plus the stream's */
+    e16 = _mm512_add_epi16(
+        _mm512_cvtepu8_epi16(_mm512_castsi512_si256(_mm512_sub_epi8(
+            _mm512_maskz_compress_epi8(_pext_u64(el, dg | el), iota), iota))),
+        _mm512_set1_epi16((short)z->base));
+    /* a number's decimals: its separator's index less its point's, when
+     * the element before the separator is a point */
+    prev16 = _mm512_mask_permutexvar_epi16(
+        _mm512_set1_epi16((short)z->pend_ptd), ~UINT32_C(1),
+        _mm512_sub_epi16(iota16, _mm512_set1_epi16(1)), e16);
+    f16 = _mm512_maskz_sub_epi16((__mmask32)((mpt << 1) | z->pend_pt), e16,
+                                 prev16);
+    sep = ~mpt & _bzhi_u64(~UINT64_C(0), nel);
+    l16 = _mm512_castsi512_si256(_mm512_maskz_compress_epi16(
+        (__mmask32)sep, _mm512_sub_epi16(e16, _mm512_set1_epi16(1))));
+    /* signs: the number begun before the block, then those begun in it */
+    negs = _pext_u64(mn, st);
+    if (z->pend)
+        negs = (negs << 1) | z->pend_neg;
+    fn8 = _mm256_or_si256(
+        _mm512_cvtepi16_epi8(_mm512_maskz_compress_epi16((__mmask32)sep, f16)),
+        _mm256_maskz_mov_epi8((__mmask32)negs, _mm256_set1_epi8((char)0x80)));
+    _mm512_storeu_si512((void *)(t->last + 1 + z->nn),
+                        _mm512_castsi256_si512(l16));
+    _mm256_storeu_si256((__m256i *)(void *)(t->fn + z->nn), fn8);
+    /* what the next block needs of this one */
+    z->pend = z->pend + (unsigned)__builtin_popcountll(st) > nsep;
+    z->pend_neg = (unsigned)(negs >> nsep) & 1;
+    if (nel) {
+        z->pend_pt = (unsigned)(mpt >> (nel - 1)) & 1;
+        z->pend_ptd = z->base + (unsigned)__builtin_popcountll(
+                                    _bzhi_u64(dg, 63 - __builtin_clzll(el)));
+    }
+    if (nsep)
+        z->lastsep = s + (63 - __builtin_clzll(ends));
+    z->c_sb = (ends | ws) >> 63;
+    z->c_mf = (st & mn) >> 63;
+    z->c_pt = pt >> 63;
+    z->c_fz = (first & zero) >> 63;
+    z->base += nd;
+    z->nn += nsep;
+    return cl != 0;
+}
+
+/* Eight numbers' digits last - skip - 7 .. last - skip from the stream,
+ * zeros before each number's first, as two values of four digits (as
+ * codec__row_quads). The stream's 128 bytes from the first digit the
+ * first four numbers may need are in a0, a1, those of the last four in
+ * b0, b1; at is each number's last digit there (in every byte of its
+ * lane). A number of at most 24 digits and the three before it fit in
+ * 128 bytes; the lanes of longer ones are not used. */
+CODEC__ROW512_INLINE static inline __m512i codec__stride_quads(
+    __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at,
+    __m512i count, int skip)
+{
+    const __m512i lane = _mm512_set1_epi64(0x0706050403020100);
+    __m512i idx = _mm512_add_epi8(
+        at, _mm512_sub_epi8(lane, _mm512_set1_epi8((char)(7 + skip))));
+    __m512i d = _mm512_mask_blend_epi8(
+        ~UINT64_C(0) << 32, _mm512_permutex2var_epi8(a0, idx, a1),
+        _mm512_permutex2var_epi8(b0, idx, b1));
+    /* the bytes before the number's first digit: 8 * (8 + skip - count),
+     * within 0 to 64 bits */
+    __m512i sh = _mm512_slli_epi64(
+        _mm512_min_epi64(
+            _mm512_max_epi64(
+                _mm512_sub_epi64(_mm512_set1_epi64(8 + skip), count),
+                _mm512_setzero_si512()),
+            _mm512_set1_epi64(8)),
+        3);
+
+    d = _mm512_sllv_epi64(_mm512_srlv_epi64(d, sh), sh);
+    d = _mm512_maddubs_epi16(d, _mm512_set1_epi16(0x010A));
+    return _mm512_madd_epi16(d, _mm512_set1_epi32(0x00010064));
+}
+
+CODEC__ROW512_INLINE static inline __m512i codec__stride_digits8(
+    __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at,
+    __m512i count, int skip)
+{
+    __m512i d = codec__stride_quads(a0, a1, b0, b1, at, count, skip);
+
+    return _mm512_add_epi64(_mm512_mul_epu32(d, _mm512_set1_epi64(10000)),
+                            _mm512_srli_epi64(d, 32));
+}
+
+/* Stores the first nn numbers of t at out, eight at a time; returns the
+ * number stored, fewer up to one of more than 24 digits or one
+ * codec__row_store8 is not sure of. */
+CODEC__ROW512_TARGET static unsigned codec__stride_convert(
+    const codec__stride *t, unsigned nn, float *out)
+{
+    /* byte 0 of each 64-bit lane, in all eight of its bytes */
+    const __m512i byte0 = _mm512_broadcast_i32x4(
+        _mm_set_epi64x(0x0808080808080808, 0));
+    unsigned g;
+
+    for (g = 0; g < nn; g += 8) {
+        unsigned live = nn - g < 8 ? nn - g : 8;
+        __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), unsure = 0, over;
+        __m512i last = _mm512_cvtepu16_epi64(
+            _mm_loadu_si128((const __m128i *)(const void *)(t->last + 1 + g)));
+        __m512i count = _mm512_sub_epi64(
+            last, _mm512_cvtepu16_epi64(_mm_loadu_si128(
+                      (const __m128i *)(const void *)(t->last + g))));
+        __m128i fn = _mm_loadl_epi64((const __m128i *)(const void *)(t->fn + g));
+        /* the windows: from 23 digits before the first number's last, and
+         * the fifth's */
+        unsigned wa = t->last[1 + g] - 23u,
+                 wb = live > 4 ? t->last[1 + g + 4] - 23u : wa;
+        __m512i a0 = _mm512_loadu_si512((const void *)(t->dig + wa));
+        __m512i a1 = _mm512_loadu_si512((const void *)(t->dig + wa + 64));
+        __m512i b0 = _mm512_loadu_si512((const void *)(t->dig + wb));
+        __m512i b1 = _mm512_loadu_si512((const void *)(t->dig + wb + 64));
+        __m512i at = _mm512_shuffle_epi8(
+            _mm512_sub_epi64(last, _mm512_mask_blend_epi64(
+                                       0xF0, _mm512_set1_epi64(wa),
+                                       _mm512_set1_epi64(wb))),
+            byte0);
+        __m512i mant, q;
+
+        /* more digits than three groups: the others' */
+        over = _mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(24));
+        mant = codec__stride_digits8(a0, a1, b0, b1, at, count, 0);
+        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(8)))
+            mant = _mm512_add_epi64(
+                mant,
+                _mm512_mul_epu32(
+                    codec__stride_digits8(a0, a1, b0, b1, at, count, 8),
+                    _mm512_set1_epi64(100000000)));
+        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(16))) {
+            /* as in codec__row_convert: the first five of 24 are zeros */
+            __m512i top = _mm512_ror_epi64(
+                codec__stride_quads(a0, a1, b0, b1, at, count, 16), 32);
+            unsure = _mm512_cmpge_epu64_mask(top, _mm512_set1_epi64(1000));
+            mant = _mm512_add_epi64(
+                mant, _mm512_mullo_epi64(
+                          top, _mm512_set1_epi64(INT64_C(10000000000000000))));
+        }
+        q = _mm512_sub_epi64(
+            _mm512_setzero_si512(),
+            _mm512_cvtepu8_epi64(_mm_and_si128(fn, _mm_set1_epi8(0x7F))));
+        unsure = codec__row_store8(
+            mant, q, (__mmask8)_mm_movemask_epi8(fn), n8, unsure | over,
+            out + g);
+        if (unsure)
+            return g + (unsigned)__builtin_ctz(unsure);
+    }
+    return nn;
+}
+
+/* The separator after number i (from 0) of those that end at s or after
+ * it: text codec__stride_block took, in which every ',' is one. */
+static const char *codec__stride_sep(const char *s, unsigned i)
+{
+    for (;; s++)
+        if ((*s == ',' || *s == ']') && i-- == 0)
+            return s;
+}
+
+/* codec__row_avx512's contract, at fixed strides. */
+CODEC__ROW512_TARGET size_t codec__row_stride(const char **pp,
+                                              const char *end, float *out,
+                                              size_t room, int any)
+{
+    codec__stride t;
+    codec__stride_at z;
+    const char *s = *pp, *done = *pp;
+    size_t k = 0;
+
+    memset(t.dig, 0, 32);
+    memset(&z, 0, sizeof z);
+    t.last[0] = 31;
+    z.base = 32;
+    z.c_sb = 1;
+    for (;;) {
+        const char *cs = s; /* the batch's first block */
+        unsigned b, got, from, left;
+        int r = -1;
+
+        z.nn = 0;
+        for (b = 0; b < CODEC__STRIDE_BLOCKS && end - s >= 64; b++) {
+            r = codec__stride_block(s, any, room - k, &t, &z);
+            if (r < 0)
+                break;
+            s += 64;
+            if (r > 0)
+                break;
+        }
+        got = codec__stride_convert(&t, z.nn, out + k);
+        if (got == z.nn && got > 0)
+            done = z.lastsep;
+        else if (got > 0)
+            done = codec__stride_sep(cs, got - 1);
+        k += got;
+        if (got < z.nn || b < CODEC__STRIDE_BLOCKS || r != 0)
+            break; /* a stop, the row's end or the body's */
+        /* the number begun in the last block: its digits to the front */
+        from = t.last[z.nn] + 1u;
+        left = z.base - from;
+        if (left > 24)
+            break; /* too many digits; the others say so */
+        _mm256_storeu_si256(
+            (__m256i *)(void *)(t.dig + 32),
+            _mm256_loadu_si256((const __m256i *)(void *)(t.dig + from)));
+        if (z.pend_pt)
+            z.pend_ptd -= from - 32;
+        z.base = 32 + left;
     }
     *pp = done;
     return k;

@@ -647,6 +647,118 @@ START_TEST(test_reader_forms_mutated_same_everywhere)
 }
 END_TEST
 
+/* The fixed-stride loop carries a number's state across its 64-byte
+ * blocks and its batches of sixteen. codec_json_row_any from a row's
+ * start, with room for all of it, runs that loop from there, so its block
+ * i starts at byte 1 + 64 i of the row: a fault put on either side of
+ * block seams and of the first batch seams may only stop it. Whatever it
+ * takes must be the numbers the general reader finds before the first
+ * fault, each read as the general reader reads it, and it must stop just
+ * before the separator after the last. */
+START_TEST(test_reader_forms_stride_seams)
+{
+    static const char *const faults[] = {
+        "01",   "1.",   "-",    "1..2", "-.5",  "1 ",   " ,",   ",",
+        "-0",   "0.",   "1.2.", "+1",   "--1",  "00",   "1e5",  ".",
+        "0-",   "9.-",  "-01",  "1.5.", "\n ",  "]",    "1]",   " 1",
+        "0.0",  "-9",   "5",    "12345678901234567890123456", "x"};
+    static const size_t seams[] = {1 + 64, 1 + 128, 1 + 960, 1 + 1024,
+                                   1 + 1088, 1 + 2048};
+    static char body[8192], row[8192];
+    static float out[2048];
+    int have = codec__row_isa(-1), layout, taken = 0;
+    size_t f, n0, z;
+
+    ck_assert_int_ge(have, 1);
+    for (layout = 0; layout < 2; layout++) {
+        const char *sep = layout ? ", " : ",";
+        size_t k;
+
+        /* a row of weights as json.dumps writes them (16 to 17 digits, no
+         * exponent), a third negative, over two batches */
+        n0 = 0;
+        row[n0++] = '[';
+        for (k = 0; n0 < 3000; k++) {
+            char num[64];
+            float v = (float)(0.001 + (double)(rf_rand() % 2000000) / 1e6);
+            rf_python(k % 3 ? v : -v, num);
+            n0 += (size_t)snprintf(row + n0, sizeof row - n0, "%s%s",
+                                   k ? sep : "", num);
+        }
+        row[n0++] = ']';
+        for (f = 0; f < sizeof faults / sizeof *faults; f++)
+            for (z = 0; z < sizeof seams / sizeof *seams; z++) {
+                int d, how;
+
+                for (d = -3; d <= 3; d++)
+                    for (how = 0; how < 2; how++) {
+                        size_t at = seams[z] + (size_t)(d + 3) - 3;
+                        size_t len = strlen(faults[f]), n, got, want = 0, i;
+                        const char *p = body + 1, *q = body + 1,
+                                   *stop = body + 1;
+                        float ref[2048];
+
+                        /* inserted, or over the bytes there */
+                        memcpy(body, row, at);
+                        memcpy(body + at, faults[f], len);
+                        if (how == 0) {
+                            memcpy(body + at + len, row + at, n0 - at);
+                            n = n0 + len;
+                        } else {
+                            memcpy(body + at + len, row + at + len,
+                                   n0 - at - len);
+                            n = n0;
+                        }
+                        memset(body + n, ' ', 128);
+                        /* the general reader: numbers, each followed by a
+                         * separator, up to the first fault */
+                        for (;;) {
+                            codec_reader r;
+                            codec_error err;
+                            int finite;
+
+                            while (*q == ' ' || *q == '\n')
+                                q++;
+                            memset(&err, 0, sizeof err);
+                            codec_reader_init(&r, q, (size_t)(body + n - q),
+                                              NULL);
+                            if (codec_json_number(&r, &ref[want], &finite,
+                                                  &err) != 0 ||
+                                !finite || (*r.p != ',' && *r.p != ']'))
+                                break;
+                            want++;
+                            stop = r.p;
+                            if (*r.p == ']')
+                                break;
+                            q = r.p + 1;
+                        }
+                        codec__row_isa(have);
+                        got = codec_json_row_any(&p, body + n + 128, out,
+                                                 sizeof out / sizeof *out);
+                        ck_assert_msg(got <= want,
+                                      "'%s' at %zu (%s): %zu numbers taken, "
+                                      "%zu before the fault",
+                                      faults[f], at, how ? "over" : "in",
+                                      got, want);
+                        for (i = 0; i < got; i++)
+                            ck_assert_msg(memcmp(&out[i], &ref[i], 4) == 0,
+                                          "'%s' at %zu: number %zu read %a, "
+                                          "the general reader %a",
+                                          faults[f], at, i, (double)out[i],
+                                          (double)ref[i]);
+                        if (got == want)
+                            ck_assert_ptr_eq(p, stop);
+                        else if (got > 0)
+                            ck_assert(*p == ',');
+                        taken += (int)got;
+                    }
+            }
+    }
+    codec__row_isa(-1);
+    ck_assert_int_gt(taken, 100000);
+}
+END_TEST
+
 /* codec_json_row_any on random rows of numbers in every form, blanks
  * before them, and rare faults: whatever it takes is a JSON number equal
  * to strtof's reading of it, and it stops just before a separator. */
@@ -748,6 +860,7 @@ Suite *reader_forms_suite(void)
     tcase_add_test(tc, test_reader_forms_invalid);
     tcase_add_test(tc, test_reader_forms_mutated_same_everywhere);
     tcase_add_test(tc, test_reader_forms_row_any);
+    tcase_add_test(tc, test_reader_forms_stride_seams);
     reader_forms_pairs(tc); /* tests/service/test_reader_pairs.c */
     suite_add_tcase(s, tc);
     return s;
