@@ -589,7 +589,6 @@ CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
                                                           codec__stride_at *z)
 {
     const __m512i iota = CODEC__ROW_IOTA;
-    const __m512i iota16 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(iota));
     __m512i v = _mm512_loadu_si512((const void *)s);
     __m512i x = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));
     uint64_t dg = _mm512_cmple_epu8_mask(x, _mm512_set1_epi8(9));
@@ -598,8 +597,8 @@ CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
     uint64_t w = ~UINT64_C(0), ws = 0, zero, st, first, bad, el, mpt, sep;
     uint64_t negs;
     unsigned nsep, nel, nd;
-    __m512i e16, prev16, f16;
-    __m256i l16, fn8;
+    __m512i e8, f8, l16;
+    __m256i fn8;
 
     if (cl) {
         w = ((cl & -cl) << 1) - 1; /* up to the row's ']' */
@@ -632,31 +631,31 @@ CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
     nd = (unsigned)__builtin_popcountll(dg);
     _mm512_storeu_si512((void *)(t->dig + z->base),
                         _mm512_maskz_compress_epi8(dg, x));
-    /* each point's and separator's index among the digits: the digits
-     * before it in the block, in 16 bits, plus the stream's */
-    e16 = _mm512_add_epi16(
-        _mm512_cvtepu8_epi16(_mm512_castsi512_si256(_mm512_sub_epi8(
-            _mm512_maskz_compress_epi8(_pext_u64(el, dg | el), iota), iota))),
-        _mm512_set1_epi16((short)z->base));
+    /* each point's and separator's index among the block's digits */
+    e8 = _mm512_sub_epi8(
+        _mm512_maskz_compress_epi8(_pext_u64(el, dg | el), iota), iota);
     /* a number's decimals: its separator's index less its point's, when
-     * the element before the separator is a point */
-    prev16 = _mm512_mask_permutexvar_epi16(
-        _mm512_set1_epi16((short)z->pend_ptd), ~UINT32_C(1),
-        _mm512_sub_epi16(iota16, _mm512_set1_epi16(1)), e16);
-    f16 = _mm512_maskz_sub_epi16((__mmask32)((mpt << 1) | z->pend_pt), e16,
-                                 prev16);
+     * the element before the separator is a point (for the first, one in
+     * a block before: the block's start less the digits after it) */
+    f8 = _mm512_maskz_sub_epi8(
+        (mpt << 1) | z->pend_pt, e8,
+        _mm512_mask_permutexvar_epi8(
+            _mm512_set1_epi8((char)(z->pend_ptd - z->base)), ~UINT64_C(1),
+            _mm512_sub_epi8(iota, _mm512_set1_epi8(1)), e8));
     sep = ~mpt & _bzhi_u64(~UINT64_C(0), nel);
-    l16 = _mm512_castsi512_si256(_mm512_maskz_compress_epi16(
-        (__mmask32)sep, _mm512_sub_epi16(e16, _mm512_set1_epi16(1))));
+    /* the separators' indices in the stream: each number's last digit */
+    l16 = _mm512_add_epi16(
+        _mm512_cvtepu8_epi16(_mm512_castsi512_si256(
+            _mm512_maskz_compress_epi8(sep, e8))),
+        _mm512_set1_epi16((short)(z->base - 1)));
     /* signs: the number begun before the block, then those begun in it */
     negs = _pext_u64(mn, st);
     if (z->pend)
         negs = (negs << 1) | z->pend_neg;
     fn8 = _mm256_or_si256(
-        _mm512_cvtepi16_epi8(_mm512_maskz_compress_epi16((__mmask32)sep, f16)),
+        _mm512_castsi512_si256(_mm512_maskz_compress_epi8(sep, f8)),
         _mm256_maskz_mov_epi8((__mmask32)negs, _mm256_set1_epi8((char)0x80)));
-    _mm512_storeu_si512((void *)(t->last + 1 + z->nn),
-                        _mm512_castsi256_si512(l16));
+    _mm512_storeu_si512((void *)(t->last + 1 + z->nn), l16);
     _mm256_storeu_si256((__m256i *)(void *)(t->fn + z->nn), fn8);
     /* what the next block needs of this one */
     z->pend = z->pend + (unsigned)__builtin_popcountll(st) > nsep;

@@ -20,7 +20,7 @@ For each server and each workload, on a freshly started server:
      requests per second; curl (N sequential requests on one keep-alive
      connection, time_total each) for workloads 3-4, median and p90;
   3. read the server's peak RSS (VmHWM in /proc; for the peer, summed over
-     its processes: the uvicorn master and its two workers).
+     its processes: peer/serve.py and its two uvicorn processes).
 Then prints a table with the absolute figures and the attnd/peer ratios
 against the goals (20x, 10x, 5x, 3x, on the long form) and, for workload 4,
 meta.flops / meta.elapsed_ms against the cblas_sgemm peak measured by
@@ -58,6 +58,10 @@ import gen_requests  # noqa: E402
 
 PY = "/usr/bin/python3"
 TOL = 1e-4
+
+# the peer's uvicorn processes, one per core of this 2-core machine, each
+# with its own listening socket (peer/serve.py)
+PEER_PROCESSES = 2
 
 # the number forms timed (gen_requests.FORMS; --forms narrows them)
 FORMS = list(gen_requests.FORMS)
@@ -188,8 +192,12 @@ class Server:
                                      stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
 
-    def wait_ready(self, timeout=90):
+    def wait_ready(self, processes=1, timeout=90):
+        """Until /healthz answers 200, from that many processes (the peer's
+        name the one that answered: each new connection may land on
+        another)."""
         deadline = time.time() + timeout
+        seen = set()
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("%s exited with %d: %s" % (
@@ -199,17 +207,26 @@ class Server:
                 conn = http.client.HTTPConnection("127.0.0.1", self.port,
                                                   timeout=2)
                 conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    return
+                resp = conn.getresponse()
+                body = resp.read()
                 conn.close()
-            except OSError:
+                if resp.status == 200:
+                    if processes == 1:
+                        return
+                    seen.add(json.loads(body).get("pid"))
+                    if len(seen) >= processes:
+                        return
+                    continue
+            except (OSError, ValueError):
                 pass
             time.sleep(0.2)
-        raise RuntimeError("%s not ready after %d s" % (self.kind, timeout))
+        raise RuntimeError("%s not ready after %d s (%d of %d processes "
+                           "answered)" % (self.kind, timeout, len(seen),
+                                          processes))
 
     def pids(self):
-        """Processes of this server's session (the master and its workers)."""
+        """Processes of this server's session (the peer's: serve.py and its
+        uvicorn processes)."""
         out = []
         for d in os.listdir("/proc"):
             if not d.isdigit():
@@ -260,7 +277,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
-        # uvicorn's workers leave with their master; make sure of it
+        # the peer's processes leave with serve.py; make sure of it
         for pid in self.pids():
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -271,12 +288,13 @@ class Server:
 def start(kind, args, port, extra=()):
     """A server of that kind on port, ready; extra: more attnd options."""
     env = dict(args.env)
+    processes = 1
     if kind == "peer":
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-        cmd = [PY, "-m", "uvicorn", "app:app", "--app-dir",
-               os.path.join(HERE, "peer"), "--host", "127.0.0.1", "--port",
-               str(port), "--workers", "2", "--log-level", "warning",
-               "--no-access-log"]
+        processes = PEER_PROCESSES
+        cmd = [PY, os.path.join(HERE, "peer", "serve.py"), "--host",
+               "127.0.0.1", "--port", str(port), "--workers",
+               str(processes)]
     else:
         # attnd runs with its own defaults: nothing from this environment
         # tunes its BLAS (it picks its core type and threads itself).
@@ -285,7 +303,7 @@ def start(kind, args, port, extra=()):
         cmd = [args.attnd, "--port", str(port), "--quiet"] + list(extra)
     s = Server(kind, cmd, env, port)
     try:
-        s.wait_ready()
+        s.wait_ready(processes)
     except RuntimeError:
         s.stop()
         raise
@@ -408,9 +426,9 @@ def bench_one(kind, case, args, bodies, refs, answers):
         r["cpu_ms_per_request"] = ((srv.cpu_seconds() - cpu0) * 1e3
                                    / done if done else None)
         if kind == "peer":
-            # uvicorn's workers share one listening socket: the connections
-            # of a run may all land on one worker, which then serves on one
-            # core. The share of each process shows it.
+            # each uvicorn process has its own listening socket and the
+            # kernel spreads the connections over them; the share of each
+            # process shows that both served.
             used = sorted((t - by_pid0.get(pid, 0.0)
                            for pid, t in srv.cpu_by_pid().items()),
                           reverse=True)
@@ -466,7 +484,7 @@ def bench_workloads(servers, args, bodies, refs, answers, results):
 
 def busy_of(r):
     """How many of the server's processes did a quarter or more of its
-    work in a round (the peer: 1 or 2 uvicorn workers); None for attnd."""
+    work in a round (the peer: 1 or 2 uvicorn processes); None for attnd."""
     shares = r.get("cpu_shares")
     return sum(v >= 0.25 for v in shares) if shares else None
 
@@ -561,8 +579,8 @@ def main():
               % args.attnd)
     answers, results = {}, {}
     servers = ["peer"] + (["attnd"] if attnd_ok else [])
-    print("\npeer: FastAPI + uvicorn (2 workers, h11), PyTorch CPU (1 thread "
-          "per worker), ujson")
+    print("\npeer: FastAPI + uvicorn (2 processes, a listening socket each, "
+          "h11), PyTorch CPU (1 thread per process), ujson")
     if attnd_ok:
         print("attnd: %s --port P --quiet (its defaults)" % args.attnd)
     bench_workloads(servers, args, bodies, refs, answers, results)

@@ -13,9 +13,9 @@ PyTorch's matrix products go through Debian's OpenBLAS, whose kernels the
 benchmark driver picks with OPENBLAS_CORETYPE exactly as for attnd and the
 library (see blasenv.py), so both servers compute on the same kernels.
 
-Run (two workers on two cores, one torch thread each):
-    /usr/bin/python3 -m uvicorn app:app --app-dir tests/bench/peer \
-        --workers 2 --port 8081
+Run (two processes on two cores, one torch thread each; serve.py gives
+each its own listening socket):
+    /usr/bin/python3 tests/bench/peer/serve.py --port 8081
 """
 import base64
 import os
@@ -246,4 +246,5 @@ async def post_attend(request: Request):
 
 @app.get("/healthz")
 async def healthz():
-    return {"status": "ok"}
+    # pid: which process answered (serve.py runs one per core)
+    return {"status": "ok", "pid": os.getpid()}
