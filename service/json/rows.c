@@ -200,26 +200,37 @@ int codec__row_isa(int isa)
 
 /* codec_json_row (any 0) and codec_json_row_any (any 1): each loop in
  * turn from where the one before stopped, the fixed-stride loop again
- * after a few blocks of the AVX-512 one (an exponent now and then stops
- * it; the block-relative loop takes that and its neighbours). */
+ * after some blocks of the block-relative one (an exponent now and then
+ * stops it; the block-relative loop takes that and its neighbours). The
+ * block-relative loop's share doubles each time the fixed-stride one
+ * stops within a few numbers (exponents everywhere) and returns to 256
+ * bytes once it runs on; the next row starts from the share this one
+ * ended with (the rows of a body are mostly written alike). */
+static __thread size_t codec__row_span = 256;
+
 static size_t codec__row(const char **pp, const char *end, float *out,
                          size_t room, int any)
 {
     const char *q = *pp, *lim;
-    size_t k = 0, n;
+    size_t k = 0, n, span = codec__row_span;
 
     if (codec__row_use == 0)
         return 0;
     while (codec__row_use >= 2) {
-        if (codec__row_use >= 3 &&
-            (n = codec__row_stride(&q, end, out + k, room - k, any)) > 0) {
-            k += n;
-            *pp = q;
-            if (k == room || *q != ',')
-                return k;
-            q++;
+        if (codec__row_use >= 3) {
+            n = codec__row_stride(&q, end, out + k, room - k, any);
+            span = n >= 32 ? 256 : span < ((size_t)1 << 20) ? 2 * span : span;
+            codec__row_span = span;
+            if (n > 0) {
+                k += n;
+                *pp = q;
+                if (k == room || *q != ',')
+                    return k;
+                q++;
+            }
         }
-        lim = codec__row_use >= 3 && end - q > 256 ? q + 256 : end;
+        lim = codec__row_use >= 3 && (size_t)(end - q) > span ? q + span
+                                                               : end;
         n = codec__row_avx512(&q, lim, out + k, room - k, any);
         if (n == 0)
             break;

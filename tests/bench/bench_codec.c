@@ -459,20 +459,31 @@ static int reader_forms(int reps)
     printf("codec_parse against simdjson On-Demand (%s kernel) + fast_float, "
            "n = 128, d_model = 256, 8 heads, W_O (294912 numbers), one core, "
            "best of %d (thread CPU time):\n", bench_simdjson_impl(), reps);
-    printf("  %-38s %6s %9s %7s %9s %7s %7s\n", "numbers written as",
-           "MB", "attnd ms", "GB/s", "simdj ms", "GB/s", "ratio");
+    printf("  %-38s %6s %9s %7s %9s %7s %7s %9s\n", "numbers written as",
+           "MB", "attnd ms", "GB/s", "simdj ms", "GB/s", "ratio",
+           "blocks ms");
     for (i = 0; i < NFORMS; i++) {
         size_t len, numbers;
         char *body = form_body(&forms[i], &len, &numbers);
         float *out = malloc(numbers * sizeof(float));
-        double best_a = 1e30, best_s = 1e30, t;
-        int rep;
+        double best_a = 1e30, best_s = 1e30, best_b = 1e30, t;
+        int rep, have = codec__row_isa(-1);
 
         for (rep = 0; rep < reps; rep++) {
             if ((t = parse_once(body, len, &lim, forms[i].name)) < 0)
                 return 1;
             if (t < best_a)
                 best_a = t;
+            /* the AVX-512 block loop without the fixed-stride one */
+            if (have >= 3) {
+                codec__row_isa(2);
+                t = parse_once(body, len, &lim, forms[i].name);
+                codec__row_isa(-1);
+                if (t < 0)
+                    return 1;
+                if (t < best_b)
+                    best_b = t;
+            }
             if ((t = simdjson_once(body, len, out, numbers)) < 0) {
                 printf("simdjson failed on %s\n", forms[i].name);
                 return 1;
@@ -480,15 +491,17 @@ static int reader_forms(int reps)
             if (t < best_s)
                 best_s = t;
         }
-        printf("  %-38s %6.2f %9.2f %7.2f %9.2f %7.2f %6.1fx\n",
+        printf("  %-38s %6.2f %9.2f %7.2f %9.2f %7.2f %6.1fx %9.2f\n",
                forms[i].name, (double)len / 1e6, best_a * 1e3,
                (double)len / best_a * 1e-9, best_s * 1e3,
-               (double)len / best_s * 1e-9, best_s / best_a);
+               (double)len / best_s * 1e-9, best_s / best_a,
+               have >= 3 ? best_b * 1e3 : 0.0);
         free(out);
         free(body);
     }
     printf("  (ratio: simdjson's time over attnd's; above 1, attnd is "
-           "faster)\n");
+           "faster; blocks: attnd without its fixed-stride loop, the AVX-512 "
+           "blocks each after the one before)\n");
     return 0;
 }
 
@@ -554,12 +567,14 @@ int main(int argc, char **argv)
         if (t < best_j)
             best_j = t;
     }
-    /* the row loops this CPU has, alternating: 2 AVX-512 (then SSSE3),
-     * 1 SSSE3, 0 none (the general reader alone); 2 is what attnd uses */
+    /* the row loops this CPU has, alternating: 3 AVX-512 at fixed strides
+     * (then the others), 2 AVX-512 block after block (then SSSE3), 1
+     * SSSE3, 0 none (the general reader alone); 3 is what attnd uses */
     {
-        static const char *const isa_name[3] = {
-            "general reader only", "SSSE3 row loop", "AVX-512 row loop"};
-        double best_isa[3] = {1e30, 1e30, 1e30};
+        static const char *const isa_name[4] = {
+            "general reader only", "SSSE3 row loop", "AVX-512 block loop",
+            "AVX-512 strides"};
+        double best_isa[4] = {1e30, 1e30, 1e30, 1e30};
         int have = codec__row_isa(-1), isa;
         for (rep = 0; rep < 3; rep++)
             for (isa = have; isa >= 0; isa--) {
