@@ -680,39 +680,33 @@ CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
  * zeros before each number's first, as two values of four digits (as
  * codec__row_quads). The stream's 128 bytes from the first digit the
  * first four numbers may need are in a0, a1, those of the last four in
- * b0, b1; at is each number's last digit there (in every byte of its
- * lane). A number of at most 24 digits and the three before it fit in
+ * b0, b1; at is each number's last digit there and c8 its digit count
+ * (both in every byte of its lane). A number of at most 24 digits and the three before it fit in
  * 128 bytes; the lanes of longer ones are not used. */
 CODEC__ROW512_INLINE static inline __m512i codec__stride_quads(
-    __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at,
-    __m512i count, int skip)
+    __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at, __m512i c8,
+    int skip)
 {
     const __m512i lane = _mm512_set1_epi64(0x0706050403020100);
     __m512i idx = _mm512_add_epi8(
         at, _mm512_sub_epi8(lane, _mm512_set1_epi8((char)(7 + skip))));
-    __m512i d = _mm512_mask_blend_epi8(
-        ~UINT64_C(0) << 32, _mm512_permutex2var_epi8(a0, idx, a1),
-        _mm512_permutex2var_epi8(b0, idx, b1));
-    /* the bytes before the number's first digit: 8 * (8 + skip - count),
-     * within 0 to 64 bits */
-    __m512i sh = _mm512_slli_epi64(
-        _mm512_min_epi64(
-            _mm512_max_epi64(
-                _mm512_sub_epi64(_mm512_set1_epi64(8 + skip), count),
-                _mm512_setzero_si512()),
-            _mm512_set1_epi64(8)),
-        3);
+    /* lane byte j holds a digit when j + count >= 8 + skip */
+    __mmask64 have = _mm512_cmpge_epu8_mask(
+        _mm512_add_epi8(lane, c8), _mm512_set1_epi8((char)(8 + skip)));
+    __m512i d = _mm512_or_si512(
+        _mm512_maskz_permutex2var_epi8(have & 0xFFFFFFFFu, a0, idx, a1),
+        _mm512_maskz_permutex2var_epi8(have & ~UINT64_C(0xFFFFFFFF), b0, idx,
+                                       b1));
 
-    d = _mm512_sllv_epi64(_mm512_srlv_epi64(d, sh), sh);
     d = _mm512_maddubs_epi16(d, _mm512_set1_epi16(0x010A));
     return _mm512_madd_epi16(d, _mm512_set1_epi32(0x00010064));
 }
 
 CODEC__ROW512_INLINE static inline __m512i codec__stride_digits8(
-    __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at,
-    __m512i count, int skip)
+    __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at, __m512i c8,
+    int skip)
 {
-    __m512i d = codec__stride_quads(a0, a1, b0, b1, at, count, skip);
+    __m512i d = codec__stride_quads(a0, a1, b0, b1, at, c8, skip);
 
     return _mm512_add_epi64(_mm512_mul_epu32(d, _mm512_set1_epi64(10000)),
                             _mm512_srli_epi64(d, 32));
@@ -751,21 +745,25 @@ CODEC__ROW512_TARGET static unsigned codec__stride_convert(
                                        0xF0, _mm512_set1_epi64(wa),
                                        _mm512_set1_epi64(wb))),
             byte0);
+        /* the digit count in every byte of its lane (at most 255: more
+         * than 24 is never used) */
+        __m512i c8 = _mm512_shuffle_epi8(
+            _mm512_min_epu64(count, _mm512_set1_epi64(255)), byte0);
         __m512i mant, q;
 
         /* more digits than three groups: the others' */
         over = _mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(24));
-        mant = codec__stride_digits8(a0, a1, b0, b1, at, count, 0);
+        mant = codec__stride_digits8(a0, a1, b0, b1, at, c8, 0);
         if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(8)))
             mant = _mm512_add_epi64(
                 mant,
                 _mm512_mul_epu32(
-                    codec__stride_digits8(a0, a1, b0, b1, at, count, 8),
+                    codec__stride_digits8(a0, a1, b0, b1, at, c8, 8),
                     _mm512_set1_epi64(100000000)));
         if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(16))) {
             /* as in codec__row_convert: the first five of 24 are zeros */
             __m512i top = _mm512_ror_epi64(
-                codec__stride_quads(a0, a1, b0, b1, at, count, 16), 32);
+                codec__stride_quads(a0, a1, b0, b1, at, c8, 16), 32);
             unsure = _mm512_cmpge_epu64_mask(top, _mm512_set1_epi64(1000));
             mant = _mm512_add_epi64(
                 mant, _mm512_mullo_epi64(
