@@ -206,7 +206,7 @@ int codec__row_isa(int isa)
  * stops within a few numbers (exponents everywhere) and returns to 256
  * bytes once it runs on; the next row starts from the share this one
  * ended with (the rows of a body are mostly written alike). */
-static __thread size_t codec__row_span = 256;
+static _Thread_local size_t codec__row_span = 256;
 
 static size_t codec__row(const char **pp, const char *end, float *out,
                          size_t room, int any)

@@ -2613,7 +2613,8 @@ START_TEST(test_codec_row_reader)
     size_t starts[512], ends[512];
     int round, taken_total = 0, isa = codec__row_isa(-1);
 
-    /* every loop this CPU has: AVX-512 (with SSSE3 after it), SSSE3 alone */
+    /* every loop this CPU has: AVX-512 at fixed strides and block by block
+     * (each with the ones below after it), SSSE3 alone */
     ck_assert_int_ge(isa, 1);
     for (round = 0; round < 20000 * isa; round++) {
         if (round % 20000 == 0)

@@ -3,10 +3,10 @@
  * one to a line as json.dumps(indent=2) writes them, 1 to 17 significant
  * digits, exponents, negative zero. Every value must equal strtof of its
  * text bit for bit (glibc's strtof rounds correctly, ties to even), with
- * each row loop this CPU has (AVX-512, SSSE3, none), including decimals at
- * and next to float32 rounding midpoints, subnormals, the largest float
- * and long rows whose numbers fall on every offset of the AVX-512 loop's
- * 64-byte blocks. Values beyond float32 are refused as out of range and
+ * each row loop this CPU has (AVX-512 at fixed strides, AVX-512 block by
+ * block, SSSE3, none), including decimals at and next to float32 rounding
+ * midpoints, subnormals, the largest float and long rows whose numbers
+ * fall on every offset of the AVX-512 loops' 64-byte blocks. Values beyond float32 are refused as out of range and
  * malformed numbers inside long rows as invalid JSON. */
 #include <check.h>
 #include <float.h>
