@@ -12,7 +12,9 @@
 #   make test-fuzz-corpus      each libFuzzer harness (tests/fuzz: codec = the
 #                              request path, http = an in-process attnd over
 #                              loopback, alloc = every allocation of the
-#                              request path failed in turn) over its
+#                              request path failed in turn, rows = the
+#                              numeric rows' loops at every level against
+#                              each other and the general reader) over its
 #                              committed corpus once
 #   make fuzz                  each harness for FUZZ_SECONDS (default 300;
 #                              FUZZ_HARNESSES=codec picks one); finds go to
@@ -51,13 +53,15 @@ TEST_TARGETS += test-hardening test-jsonsuite test-cases test-robust-asan \
 
 FUZZ_BUILD := build/fuzz
 FUZZ_SECONDS ?= 300
-FUZZ_HARNESSES := codec http alloc
+FUZZ_HARNESSES := codec http alloc rows
 # Corpus folders of harness $(1) (a shell word): the seeds written by
 # tests/fuzz/gen_corpus.py, and <name>_found, inputs the fuzzer found, merged
 # and minimised (-merge=1) after the long runs. The allocation-failure
 # harness runs over the codec's.
+# A harness without a _found folder yet has its seeds alone.
 fuzz_corpus_of = $$(c=$(1); [ $$c = alloc ] && c=codec; \
-                 echo $(FUZZ_CORPUS)/$$c $(FUZZ_CORPUS)/$${c}_found)
+                 for d in $(FUZZ_CORPUS)/$$c $(FUZZ_CORPUS)/$${c}_found; do \
+                   if [ -d $$d ]; then echo $$d; fi; done)
 FUZZ_CORPUS := tests/fuzz/corpus
 # The fuzz build: clang, ASan+UBSan (SAN=1), coverage for libFuzzer on every
 # object; harnesses link the libFuzzer runtime (its main).
@@ -106,6 +110,14 @@ $(BUILD)/fuzz_http: $(FUZZ_HTTP_OBJS) $(SERVICE_EXTRA_OBJS) \
                     $(ASSETS_OBJ) $(BUILD)/libattn.a
 	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer -o $@ $(filter %.o %.a,$^) \
 	  $(SERVICE_LIBS) $(SERVICE_PKG_LIBS) $(BLAS_LIBS) -lm -lpthread
+
+# The numeric rows' loops (json/rows.c, json/rows_avx512.c) at every
+# isa level against each other and against the general reader.
+$(BUILD)/fuzz_rows: $(BUILD)/obj/tests/fuzz/fuzz_rows.o \
+                    $(filter-out %/fuzz_codec.o,$(FUZZ_CODEC_OBJS)) \
+                    $(SERVICE_EXTRA_OBJS) $(BUILD)/libattn.a
+	$(CC) $(LDFLAGS_ALL) -fsanitize=fuzzer -o $@ $(filter %.o %.a,$^) \
+	  -ljansson -lcrypto $(BLAS_LIBS) -lm -lpthread
 
 fuzz-bins:
 	$(FUZZ_MAKE) $(foreach h,$(FUZZ_HARNESSES),$(FUZZ_BUILD)/fuzz_$(h))
