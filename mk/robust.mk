@@ -61,7 +61,7 @@ FUZZ_HARNESSES := codec http alloc rows
 # A harness without a _found folder yet has its seeds alone.
 fuzz_corpus_of = $$(c=$(1); [ $$c = alloc ] && c=codec; \
                  for d in $(FUZZ_CORPUS)/$$c $(FUZZ_CORPUS)/$${c}_found; do \
-                   if [ -d $$d ]; then echo $$d; fi; done)
+                   if [ -d $$d ]; then printf "%s " $$d; fi; done)
 FUZZ_CORPUS := tests/fuzz/corpus
 # The fuzz build: clang, ASan+UBSan (SAN=1), coverage for libFuzzer on every
 # object; harnesses link the libFuzzer runtime (its main).
