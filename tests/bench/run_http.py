@@ -491,9 +491,9 @@ def busy_of(r):
 
 def rounds_text(r):
     """A server's requests/s of each round, the peer's marked with the
-    worker processes that served it."""
+    processes that served it."""
     busy = r.get("rounds_busy") or [None] * len(r["rounds_rps"])
-    return " / ".join("%.1f%s" % (v, " (%d worker%s)" % (b, "s" * (b > 1))
+    return " / ".join("%.1f%s" % (v, " (%d process%s)" % (b, "es" * (b > 1))
                                   if b else "")
                       for v, b in zip(r["rounds_rps"], busy))
 
