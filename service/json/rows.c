@@ -8,8 +8,9 @@
  * classifies 64 bytes at a time (json/rows_avx512.c): plain decimals at
  * fixed strides, and the blocks with exponents one after another, each
  * starting after the last separator of the one before, two read
- * together. Elsewhere an SSSE3 loop takes the compact short ones: it first finds the separators of 64 bytes, so each number's
- * extent is known before it is read; per number, one 16-byte load
+ * together. Elsewhere an SSSE3 loop takes the compact short ones: it
+ * first finds the separators of 64 bytes, so each number's extent is
+ * known before it is read; per number, one 16-byte load
  * classifies its bytes (digits, the point), one shuffle gathers its digits
  * into two right-aligned groups of eight, and SWAR arithmetic turns each
  * group into an integer. With a mantissa below 2^24 and at most ten

@@ -543,7 +543,8 @@ CODEC__ROW512_TARGET size_t codec__row_avx512(const char **pp,
  * them (its sign, its point, the grammar's previous byte), so the blocks'
  * work is independent and overlaps. Its digits go to a table in memory,
  * one stream for the row, and each number's last eight, sixteen and
- * twenty-four digits are gathered from it by their last index. It takes
+ * twenty-four digits are permuted out of 128-byte windows of it by their
+ * last index. It takes
  * plain decimals (sign, digits, a point; blanks only after separators,
  * when any) and stops at the first block with anything else, which
  * codec__row (json/rows.c) gives to codec__row_avx512. */
@@ -552,8 +553,9 @@ CODEC__ROW512_TARGET size_t codec__row_avx512(const char **pp,
 #define CODEC__STRIDE_BLOCKS 16
 
 typedef struct codec__stride {
-    /* the digits' values, from dig[32] on (the 32 bytes before it are read
-     * by the gathers of a number's first digits and masked out) */
+    /* the digits' values, from dig[32] on (the windows read up to 23
+     * bytes before a number's last digit, and 127 after where they start:
+     * the bytes before dig[32] and after the digits, masked out) */
     uint8_t dig[32 + 32 + (CODEC__STRIDE_BLOCKS + 3) * 64];
     /* number j's last digit is dig[last[j + 1]]; last[0] the index just
      * before the first number's first digit */
@@ -681,8 +683,9 @@ CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
  * codec__row_quads). The stream's 128 bytes from the first digit the
  * first four numbers may need are in a0, a1, those of the last four in
  * b0, b1; at is each number's last digit there and c8 its digit count
- * (both in every byte of its lane). A number of at most 24 digits and the three before it fit in
- * 128 bytes; the lanes of longer ones are not used. */
+ * (both in every byte of its lane). A number of at most 24 digits and the
+ * three before it fit in 128 bytes; the lanes of longer ones are not
+ * used. */
 CODEC__ROW512_INLINE static inline __m512i codec__stride_quads(
     __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at, __m512i c8,
     int skip)
@@ -731,7 +734,8 @@ CODEC__ROW512_TARGET static unsigned codec__stride_convert(
         __m512i count = _mm512_sub_epi64(
             last, _mm512_cvtepu16_epi64(_mm_loadu_si128(
                       (const __m128i *)(const void *)(t->last + g))));
-        __m128i fn = _mm_loadl_epi64((const __m128i *)(const void *)(t->fn + g));
+        __m128i fn =
+            _mm_loadl_epi64((const __m128i *)(const void *)(t->fn + g));
         /* the windows: from 23 digits before the first number's last, and
          * the fifth's */
         unsigned wa = t->last[1 + g] - 23u,

@@ -106,28 +106,28 @@ static void fr_row_state(unsigned doublings)
     }
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
+/* A row of one four-byte number and separator ("0.5,") repeated to
+ * nearly cap bytes, in brackets; returns its length. */
+static size_t fr_fill_row(char *row, size_t cap, const char *item)
 {
     size_t n = 0;
 
+    row[n++] = '[';
+    while (n < cap - 8) {
+        memcpy(row + n, item, 4);
+        n += 4;
+    }
+    row[n - 1] = ']';
+    return n;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
     (void)argc;
     (void)argv;
     fr_have = codec__row_isa(-1);
-    fr_reset_row[n++] = '[';
-    while (n < sizeof fr_reset_row - 8) {
-        memcpy(fr_reset_row + n, "0.5,", 4);
-        n += 4;
-    }
-    fr_reset_row[n - 1] = ']';
-    fr_reset_len = n;
-    n = 0;
-    fr_exp_row[n++] = '[';
-    while (n < sizeof fr_exp_row - 8) {
-        memcpy(fr_exp_row + n, "1e5,", 4);
-        n += 4;
-    }
-    fr_exp_row[n - 1] = ']';
-    fr_exp_len = n;
+    fr_reset_len = fr_fill_row(fr_reset_row, sizeof fr_reset_row, "0.5,");
+    fr_exp_len = fr_fill_row(fr_exp_row, sizeof fr_exp_row, "1e5,");
     return 0;
 }
 
@@ -383,7 +383,8 @@ static void fr_check_rows(const char *body, size_t n, size_t small_room,
 {
     size_t max = n / 2 + 2, want, isa;
     float *ref = malloc(max * sizeof(float));
-    size_t *at = malloc(max * sizeof(size_t)), *to = malloc(max * sizeof(size_t));
+    size_t *at = malloc(max * sizeof(size_t));
+    size_t *to = malloc(max * sizeof(size_t));
     int any;
 
     if (ref == NULL || at == NULL || to == NULL)

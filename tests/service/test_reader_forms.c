@@ -6,8 +6,9 @@
  * each row loop this CPU has (AVX-512 at fixed strides, AVX-512 block by
  * block, SSSE3, none), including decimals at and next to float32 rounding
  * midpoints, subnormals, the largest float and long rows whose numbers
- * fall on every offset of the AVX-512 loops' 64-byte blocks. Values beyond float32 are refused as out of range and
- * malformed numbers inside long rows as invalid JSON. */
+ * fall on every offset of the AVX-512 loops' 64-byte blocks. Values
+ * beyond float32 are refused as out of range and malformed numbers inside
+ * long rows as invalid JSON. */
 #include <check.h>
 #include <float.h>
 #include <math.h>
