@@ -47,35 +47,78 @@ CODEC__ROW512_INLINE static inline uint64_t codec__eq64(__m512i v, char c)
                      0x1F1E1D1C1B1A1918, 0x1716151413121110,                 \
                      0x0F0E0D0C0B0A0908, 0x0706050403020100)
 
-/* In the 64-bit lane of each number i of a group, its digits
- * last_i - skip - 7 .. last_i - skip of the packed digits (xa, then xb:
- * 128 bytes), zeros before its first, as two values of four digits: the
- * first four's in the low 32 bits, the last four's in the high ones. l8
- * and c8 hold each number's last digit and digit count in every byte of
- * its lane. A number's digits lie all in xa or all in xb. */
-CODEC__ROW512_INLINE static inline __m512i codec__row_quads(
-    __m512i xa, __m512i xb, __m512i l8, __m512i c8, int skip)
+/* The pieces of a group's digits, eight numbers each in a 64-bit lane.
+ * For the digits last - skip - 7 .. last - skip of each number: the byte
+ * of the packed digits lane byte j takes (l8: each number's last digit in
+ * every byte of its lane), and the lane bytes that hold one of its digits
+ * (c8: its digit count, likewise), j + count >= 8 + skip. */
+CODEC__ROW512_INLINE static inline __m512i codec__row_index(__m512i l8,
+                                                           int skip)
 {
     const __m512i lane = _mm512_set1_epi64(0x0706050403020100);
-    /* lane j takes packed digit last - skip - 7 + j when j + c >= 8 + skip */
-    __m512i idx = _mm512_add_epi8(
-        l8, _mm512_sub_epi8(lane, _mm512_set1_epi8((char)(7 + skip))));
-    __mmask64 have = _mm512_cmpge_epu8_mask(
-        _mm512_add_epi8(lane, c8), _mm512_set1_epi8((char)(8 + skip)));
-    __m512i d = _mm512_maskz_permutex2var_epi8(have, xa, idx, xb);
 
+    return _mm512_add_epi8(
+        l8, _mm512_sub_epi8(lane, _mm512_set1_epi8((char)(7 + skip))));
+}
+
+CODEC__ROW512_INLINE static inline __mmask64 codec__row_have(__m512i c8,
+                                                            int skip)
+{
+    const __m512i lane = _mm512_set1_epi64(0x0706050403020100);
+
+    return _mm512_cmpge_epu8_mask(_mm512_add_epi8(lane, c8),
+                                  _mm512_set1_epi8((char)(8 + skip)));
+}
+
+/* Eight digits a lane (the first in its low byte, zeros before a number's
+ * first) as two values of four digits: the first four's in the low 32
+ * bits, the last four's in the high ones. */
+CODEC__ROW512_INLINE static inline __m512i codec__row_madd(__m512i d)
+{
     d = _mm512_maddubs_epi16(d, _mm512_set1_epi16(0x010A));
     return _mm512_madd_epi16(d, _mm512_set1_epi32(0x00010064));
 }
 
-/* The same eight digits' value. */
-CODEC__ROW512_INLINE static inline __m512i codec__row_digits8(
+/* The eight digits' value, from their two values of four. */
+CODEC__ROW512_INLINE static inline __m512i codec__row_join(__m512i quads)
+{
+    return _mm512_add_epi64(_mm512_mul_epu32(quads, _mm512_set1_epi64(10000)),
+                            _mm512_srli_epi64(quads, 32));
+}
+
+/* mant with the digits 9 to 16 from the end (their quads) added. */
+CODEC__ROW512_INLINE static inline __m512i codec__row_add8(__m512i mant,
+                                                          __m512i quads)
+{
+    return _mm512_add_epi64(
+        mant, _mm512_mul_epu32(codec__row_join(quads),
+                               _mm512_set1_epi64(100000000)));
+}
+
+/* Adds the digits 17 to 24 from the end (their quads) to *mant: up to 24
+ * digits, of which the first five must be zeros (leading zeros of a
+ * fraction: "0.00034558001160621643") so that the mantissa has at most 19
+ * and fits in 64 bits. The first four digits' value above the last four's
+ * is below 1000 when the first five are zeros, and then their value;
+ * returns the lanes where it is not. */
+CODEC__ROW512_INLINE static inline __mmask8 codec__row_top(__m512i quads,
+                                                          __m512i *mant)
+{
+    __m512i top = _mm512_ror_epi64(quads, 32);
+
+    *mant = _mm512_add_epi64(
+        *mant, _mm512_mullo_epi64(
+                   top, _mm512_set1_epi64(INT64_C(10000000000000000))));
+    return _mm512_cmpge_epu64_mask(top, _mm512_set1_epi64(1000));
+}
+
+/* The quads of each number i of a group from the packed digits (xa, then
+ * xb: 128 bytes). A number's digits lie all in xa or all in xb. */
+CODEC__ROW512_INLINE static inline __m512i codec__row_quads(
     __m512i xa, __m512i xb, __m512i l8, __m512i c8, int skip)
 {
-    __m512i d = codec__row_quads(xa, xb, l8, c8, skip);
-
-    return _mm512_add_epi64(_mm512_mul_epu32(d, _mm512_set1_epi64(10000)),
-                            _mm512_srli_epi64(d, 32));
+    return codec__row_madd(_mm512_maskz_permutex2var_epi8(
+        codec__row_have(c8, skip), xa, codec__row_index(l8, skip), xb));
 }
 
 /* codec__f32_of_decimal of eight lanes: mant * 10^q as float32 (without
@@ -436,27 +479,17 @@ CODEC__ROW512_TARGET static unsigned codec__row_convert(
         __m512i sel = _mm512_add_epi8(number, _mm512_set1_epi8((char)g));
         __m512i c8 = _mm512_permutexvar_epi8(sel, cv);
         __m512i l8 = _mm512_permutexvar_epi8(sel, lastv);
-        __m512i mant = codec__row_digits8(a->x, xb, l8, c8, 0), at, f, q;
+        __m512i mant = codec__row_join(codec__row_quads(a->x, xb, l8, c8, 0));
+        __m512i at, f, q;
         __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), unsure = 0;
 
-        /* and the digits before the last eight, and before those: up to
-         * 24 digits, of which the first five must be zeros (leading zeros
-         * of a fraction: "0.00034558001160621643") so that the mantissa
-         * has at most 19 and fits in 64 bits */
+        /* and the digits before the last eight, and before those */
         if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(8)) & bytes)
-            mant = _mm512_add_epi64(
-                mant, _mm512_mul_epu32(codec__row_digits8(a->x, xb, l8, c8, 8),
-                                       _mm512_set1_epi64(100000000)));
-        if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(16)) & bytes) {
-            /* the first four digits' value above the last four's: below
-             * 1000 when the first five are zeros, and then their value */
-            __m512i top = _mm512_ror_epi64(
-                codec__row_quads(a->x, xb, l8, c8, 16), 32);
-            unsure = _mm512_cmpge_epu64_mask(top, _mm512_set1_epi64(1000));
-            mant = _mm512_add_epi64(
-                mant, _mm512_mullo_epi64(
-                          top, _mm512_set1_epi64(INT64_C(10000000000000000))));
-        }
+            mant = codec__row_add8(mant,
+                                   codec__row_quads(a->x, xb, l8, c8, 8));
+        if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(16)) & bytes)
+            unsure = codec__row_top(codec__row_quads(a->x, xb, l8, c8, 16),
+                                    &mant);
         at = _mm512_add_epi8(iota, _mm512_set1_epi8((char)g));
         f = _mm512_cvtepu8_epi64(
             _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, fv)));
@@ -690,29 +723,13 @@ CODEC__ROW512_INLINE static inline __m512i codec__stride_quads(
     __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at, __m512i c8,
     int skip)
 {
-    const __m512i lane = _mm512_set1_epi64(0x0706050403020100);
-    __m512i idx = _mm512_add_epi8(
-        at, _mm512_sub_epi8(lane, _mm512_set1_epi8((char)(7 + skip))));
-    /* lane byte j holds a digit when j + count >= 8 + skip */
-    __mmask64 have = _mm512_cmpge_epu8_mask(
-        _mm512_add_epi8(lane, c8), _mm512_set1_epi8((char)(8 + skip)));
-    __m512i d = _mm512_or_si512(
+    __m512i idx = codec__row_index(at, skip);
+    __mmask64 have = codec__row_have(c8, skip);
+
+    return codec__row_madd(_mm512_or_si512(
         _mm512_maskz_permutex2var_epi8(have & 0xFFFFFFFFu, a0, idx, a1),
         _mm512_maskz_permutex2var_epi8(have & ~UINT64_C(0xFFFFFFFF), b0, idx,
-                                       b1));
-
-    d = _mm512_maddubs_epi16(d, _mm512_set1_epi16(0x010A));
-    return _mm512_madd_epi16(d, _mm512_set1_epi32(0x00010064));
-}
-
-CODEC__ROW512_INLINE static inline __m512i codec__stride_digits8(
-    __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at, __m512i c8,
-    int skip)
-{
-    __m512i d = codec__stride_quads(a0, a1, b0, b1, at, c8, skip);
-
-    return _mm512_add_epi64(_mm512_mul_epu32(d, _mm512_set1_epi64(10000)),
-                            _mm512_srli_epi64(d, 32));
+                                       b1)));
 }
 
 /* Stores the first nn numbers of t at out, eight at a time; returns the
@@ -757,22 +774,13 @@ CODEC__ROW512_TARGET static unsigned codec__stride_convert(
 
         /* more digits than three groups: the others' */
         over = _mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(24));
-        mant = codec__stride_digits8(a0, a1, b0, b1, at, c8, 0);
+        mant = codec__row_join(codec__stride_quads(a0, a1, b0, b1, at, c8, 0));
         if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(8)))
-            mant = _mm512_add_epi64(
-                mant,
-                _mm512_mul_epu32(
-                    codec__stride_digits8(a0, a1, b0, b1, at, c8, 8),
-                    _mm512_set1_epi64(100000000)));
-        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(16))) {
-            /* as in codec__row_convert: the first five of 24 are zeros */
-            __m512i top = _mm512_ror_epi64(
-                codec__stride_quads(a0, a1, b0, b1, at, c8, 16), 32);
-            unsure = _mm512_cmpge_epu64_mask(top, _mm512_set1_epi64(1000));
-            mant = _mm512_add_epi64(
-                mant, _mm512_mullo_epi64(
-                          top, _mm512_set1_epi64(INT64_C(10000000000000000))));
-        }
+            mant = codec__row_add8(
+                mant, codec__stride_quads(a0, a1, b0, b1, at, c8, 8));
+        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(16)))
+            unsure = codec__row_top(
+                codec__stride_quads(a0, a1, b0, b1, at, c8, 16), &mant);
         q = _mm512_sub_epi64(
             _mm512_setzero_si512(),
             _mm512_cvtepu8_epi64(_mm_and_si128(fn, _mm_set1_epi8(0x7F))));
