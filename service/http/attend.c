@@ -477,8 +477,11 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 "application/json");
-        if (r->gc)
-            guard_request_send(r->gc);
+        if (r->gc && !guard_request_send(r->gc)) {
+            MHD_destroy_response(resp); /* guard.c answered: see http__queue */
+            return MHD_NO;
+        }
+        r->claimed = true;
         /* bytes_out starts at 0 and grows block by block as it is sent. */
         return http__queue(r, c, 200, resp, 0);
     }

@@ -486,10 +486,9 @@ static ssize_t guard__refuse(guard_conn *gc)
     metrics_request_begin(gc->g->m);
     metrics_request_end(gc->g->m, "other", gc->reject.status, 0, 0, 0);
     guard__closed(gc->g, METRICS_CLOSED_FRAMING, gc->peer);
-    if (!atomic_load(&gc->responded))
+    if (!atomic_exchange(&gc->responded, true))
         guard__answer(gc->g, gc->fd, gc->reject.status, gc->reject.code,
                       gc->reject.message, gc->fr.origin);
-    atomic_store(&gc->responded, true);
     shutdown(gc->fd, SHUT_WR);
     atomic_store(&gc->linger_until, guard__now() + GUARD__LINGER_NS);
     if (!atomic_exchange(&gc->dead, true)) {

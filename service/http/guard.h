@@ -69,11 +69,18 @@ guard_conn *guard_conn_of(int fd);
  * leaves meanwhile; SEND while a streamed response is being read by the
  * client (sent counts its bytes); end when libmicrohttpd completes it. */
 void guard_request_begin(guard_conn *gc);
-void guard_request_responded(guard_conn *gc);
 void guard_request_work(guard_conn *gc, atomic_bool *cancel);
-void guard_request_send(guard_conn *gc);
 void guard_request_sent(guard_conn *gc, size_t bytes);
 void guard_request_end(guard_conn *gc);
+
+/* A request's answer is claimed once: by the application when it queues
+ * one (guard_request_answer; guard_request_send for a streamed one, which
+ * also enters SEND) or by this layer when it answers by itself (a refused
+ * head, a deadline, shutdown). Each returns whether the caller has it; one
+ * that has not must not answer, and closes the connection instead, since
+ * the client already has its one answer. */
+bool guard_request_answer(guard_conn *gc);
+bool guard_request_send(guard_conn *gc);
 
 /* The current request's body buffer, of len bytes (its Content-Length):
  * body bytes read from the socket from now on go straight to their place

@@ -62,6 +62,7 @@ typedef struct http_request {
     bool discard;     /* body over a limit: drained, then refused */
     bool over_budget; /* ... the limit being --max-buffered-bytes */
     bool cut;         /* cut off and answered by guard.c: no response */
+    bool claimed;     /* the answer is this request's to send (guard.h) */
     bool deferred;    /* no body: headers judged on the second call */
     bool http11;      /* HTTP/1.1, which must carry Host (RFC 9112 3.2) */
     char *body;

@@ -43,10 +43,15 @@ enum MHD_Result http__queue(http_request *r, struct MHD_Connection *c,
     http__add_cors(r->srv, c, resp);
     if (atomic_load(&r->srv->refusing))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (r->gc && !r->claimed && !guard_request_answer(r->gc)) {
+        /* guard.c has answered by itself meanwhile (shutdown, a deadline):
+         * one answer is all the client may get */
+        MHD_destroy_response(resp);
+        return MHD_NO;
+    }
+    r->claimed = true;
     r->status = status;
     r->bytes_out = strcmp(r->method, "HEAD") ? body_len : 0;
-    if (r->gc)
-        guard_request_responded(r->gc);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return ret;

@@ -24,9 +24,9 @@ void guard_request_begin(guard_conn *gc)
     gc->sink_from = UINT64_MAX;
 }
 
-void guard_request_responded(guard_conn *gc)
+bool guard_request_answer(guard_conn *gc)
 {
-    atomic_store(&gc->responded, true);
+    return !atomic_exchange(&gc->responded, true);
 }
 
 void guard_request_work(guard_conn *gc, atomic_bool *cancel)
@@ -40,13 +40,15 @@ void guard_request_work(guard_conn *gc, atomic_bool *cancel)
         atomic_store(cancel, true);
 }
 
-void guard_request_send(guard_conn *gc)
+bool guard_request_send(guard_conn *gc)
 {
     pthread_mutex_lock(&guard__mu);
     gc->cancel = NULL;
-    atomic_store(&gc->responded, true);
-    atomic_store(&gc->app, GUARD__APP_SEND);
+    bool mine = !atomic_exchange(&gc->responded, true);
+    if (mine)
+        atomic_store(&gc->app, GUARD__APP_SEND);
     pthread_mutex_unlock(&guard__mu);
+    return mine;
 }
 
 void guard_request_sent(guard_conn *gc, size_t bytes)
@@ -85,8 +87,7 @@ static void guard__cut(guard_conn *gc, metrics_close why, int status,
      * counted (the metrics' lock is never held while guard__mu is taken,
      * so taking it here is safe); logged later, outside guard__mu. */
     metrics_closed(gc->g->m, why);
-    if (status && !atomic_load(&gc->responded)) {
-        atomic_store(&gc->responded, true);
+    if (status && !atomic_exchange(&gc->responded, true)) {
         /* Marked before the answer leaves: a client that reads it and
          * closes at once ends the request on a libmicrohttpd thread, whose
          * log line must find it cut (and answered), not merely closed. */
