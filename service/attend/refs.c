@@ -34,6 +34,12 @@ static int codec__ref_resolve(void *ctx, const char *ref, size_t len,
         free(shown);
         return -1;
     }
+    if (s == NULL) {
+        codec_error_set(err, ERRORS_UNKNOWN_REF, ptr,
+                        "%s: this server keeps no tensors (its tensor store "
+                        "is off); send the values inline", ptr);
+        return -1;
+    }
     t = store_get(s, hash);
     if (t == NULL) {
         char name[72];
@@ -66,7 +72,8 @@ static int codec__ref_put(void *ctx, const float *data, size_t count,
     const store_tensor *t;
     int created;
 
-    if (store_put(ctx, data, count, shape, rank, &t, &created) != 0)
+    if (ctx == NULL || /* the store is off */
+        store_put(ctx, data, count, shape, rank, &t, &created) != 0)
         return -1;
     snprintf(ref, 72, "%s", t->ref);
     store_release(ctx, t);
@@ -75,13 +82,13 @@ static int codec__ref_put(void *ctx, const float *data, size_t count,
 
 /* The resolver of st, valid on this thread until the next call: the
  * parser uses it while it runs, and a request keeps its own copy for the
- * holds it gives back when freed. */
+ * holds it gives back when freed. With the store off (st NULL) a ref is
+ * still read, so a malformed one is invalid_request and a well-formed one
+ * unknown_ref, as with a store that does not hold it; nothing is put. */
 const codec_refs *codec_refs_of(struct store *st)
 {
     static _Thread_local codec_refs cell;
 
-    if (st == NULL)
-        return NULL;
     cell.resolve = codec__ref_resolve;
     cell.release = codec__ref_release;
     cell.put = codec__ref_put;

@@ -425,12 +425,23 @@ static int codec__tensor_members(codec_reader *r, const char *ptr,
     const char *key;
     size_t key_len;
     int first = 1, esc, rc, which;
+    unsigned seen = 0;
     char path[300];
 
     while ((rc = codec_json_member(r, &first, &key, &key_len, &esc, err)) ==
            1) {
         if ((which = codec__tensor_key(key, key_len, esc, ptr, err)) < 0)
             return -1;
+        if (seen & 1u << which) {
+            /* the last one would win in silence: a typo's different
+             * tensor */
+            snprintf(path, sizeof path, "%s/%s", ptr,
+                     codec__tensor_keys[which]);
+            codec_error_set(err, ERRORS_INVALID_REQUEST, path,
+                            "%s: the key is given twice", path);
+            return -1;
+        }
+        seen |= 1u << which;
         if (which == 3) {
             if (r->ref_refused != NULL) {
                 snprintf(path, sizeof path, "%s/ref", ptr);

@@ -181,6 +181,36 @@ bad:
     return -1;
 }
 
+/* ?shape= with a JSON body: the values as read, in that shape, which must
+ * hold as many (as {"ref": ..., "shape": [..]} does on /attend). */
+static int store_http__reshape(const char *arg, size_t count, size_t shape[4],
+                               int *rank, codec_error *err)
+{
+    size_t want[4] = {0, 0, 0, 0}, n;
+    int r;
+    char dims[96];
+
+    if (!*arg) {
+        codec_error_set(err, ERRORS_INVALID_REQUEST, NULL,
+                        "?shape= is empty: give the dimensions (e.g. "
+                        "?shape=768,768) or leave it out");
+        return -1;
+    }
+    if (store_http__parse_shape(arg, want, &r, &n, err))
+        return -1;
+    if (n != count) {
+        store_http__shape(dims, sizeof dims, shape, *rank);
+        codec_error_set(err, ERRORS_INVALID_REQUEST, NULL,
+                        "?shape=%.100s holds %zu values, but the body's "
+                        "tensor %s holds %zu",
+                        arg, n, dims, count);
+        return -1;
+    }
+    memcpy(shape, want, sizeof want);
+    *rank = r;
+    return 0;
+}
+
 /* Raw little-endian float32 values: the length must match the shape and
  * every value must be finite. */
 static int store_http__check_octets(const char *body, size_t len,
@@ -241,6 +271,11 @@ int store_http_post(store *s, const char *content_type, const char *shape_arg,
         count = a.count;
         rank = a.rank;
         memcpy(shape, a.shape, sizeof shape);
+        if (shape_arg != NULL &&
+            store_http__reshape(shape_arg, count, shape, &rank, err)) {
+            codec_array_clear(&a);
+            return -1;
+        }
     } else {
         if (store_http__parse_shape(shape_arg, shape, &rank, &count, err) ||
             store_http__check_octets(body, len, shape, rank, count, err))
@@ -315,8 +350,11 @@ int store_http_get(store *s, const char *ref, size_t len,
     store_http__shape(dims, sizeof dims, t->shape, t->rank);
     size_t bytes = t->count * sizeof(float);
     text_buf out = TEXT_BUF_INIT;
-    text_printf(&out, "{\"dtype\":\"float32\",\"shape\":%s,\"data\":\"",
-                dims);
+    /* the upload's answer, and the values as a tensor object's */
+    text_printf(&out,
+                "{\"ref\":\"%s\",\"shape\":%s,\"bytes\":%zu,"
+                "\"dtype\":\"float32\",\"data\":\"",
+                t->ref, dims, bytes);
     char *b64 = text_extend(&out, (bytes + 2) / 3 * 4);
     if (b64)
         codec_base64_f32(t->data, bytes, 0, bytes, b64);

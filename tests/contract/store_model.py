@@ -501,7 +501,10 @@ class Run:
         if method == "HEAD":
             self.expect("HEAD has no body", data == b"", repr(data[:50]))
             return
-        want = tensor_obj(self.pool.arr[r], shape)
+        # the upload's answer, then the values as a tensor object's
+        want = dict({"ref": r, "shape": list(shape),
+                     "bytes": 4 * int(np.prod(shape))},
+                    **tensor_obj(self.pool.arr[r], shape))
         got = json.loads(data)
         self.expect("GET answer is the tensor with its first shape", got == want,
                     "got shape %s want %s" % (got.get("shape"), list(shape)))

@@ -715,7 +715,7 @@ START_TEST(test_store_http_upload_and_get)
     ts_response_free(&r);
     /* the same bytes as a tensor object of another shape: the first
      * upload's shape stands */
-    char obj[160];
+    char obj[256];
     snprintf(obj, sizeof obj,
              "{\"dtype\":\"float32\",\"shape\":[6],\"data\":\"%s\"}", b64);
     store_post(port, "/tensors", "application/json; charset=utf-8", obj,
@@ -729,6 +729,34 @@ START_TEST(test_store_http_upload_and_get)
                sizeof six, &r);
     ck_assert_int_eq(r.status, 200);
     ck_assert_str_eq(r.body, answer);
+    ts_response_free(&r);
+
+    /* a JSON body in the shape of ?shape= (as many values); another count
+     * is 422 and stores nothing */
+    const char flat[] = "[1, 2, 3, 4, 5, 6]";
+    store_post(port, "/tensors?shape=2,3", "application/json", flat,
+               strlen(flat), &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, answer);
+    ts_response_free(&r);
+    store_post(port, "/tensors?shape=3,3", "application/json", flat,
+               strlen(flat), &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ck_assert_msg(strstr(r.body, "?shape=3,3 holds 9 values") &&
+                      strstr(r.body, "[6] holds 6"), "%s", r.body);
+    ts_response_free(&r);
+    store_post(port, "/tensors?shape=", "application/json", flat,
+               strlen(flat), &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ts_response_free(&r);
+    /* a key twice: the second would win in silence */
+    snprintf(obj, sizeof obj,
+             "{\"dtype\":\"float32\",\"shape\":[6],\"data\":\"%s\","
+             "\"data\":\"%s\"}", b64, b64);
+    store_post(port, "/tensors", "application/json", obj, strlen(obj), &r);
+    ts_assert_error(&r, 422, "invalid_request");
+    ck_assert_msg(strstr(r.body, "\"field\":\"/data\"") &&
+                      strstr(r.body, "given twice"), "%s", r.body);
     ts_response_free(&r);
 
     /* a ref is not an upload, whether the store holds it or not, well
@@ -751,12 +779,13 @@ START_TEST(test_store_http_upload_and_get)
         ts_response_free(&r);
     }
 
-    /* GET: the tensor object, which POST takes back */
+    /* GET: the upload's answer and the values, a tensor object's members */
     ts_request q = {.path = path};
     ts_http(port, &q, &r);
     ck_assert_int_eq(r.status, 200);
     snprintf(obj, sizeof obj,
-             "{\"dtype\":\"float32\",\"shape\":[2,3],\"data\":\"%s\"}", b64);
+             "%.*s,\"dtype\":\"float32\",\"data\":\"%s\"}",
+             (int)strlen(answer) - 1, answer, b64);
     ck_assert_str_eq(r.body, obj);
     ts_response_free(&r);
     /* HEAD: the same headers, no body */
@@ -764,7 +793,10 @@ START_TEST(test_store_http_upload_and_get)
     ts_http(port, &q, &r);
     ck_assert_int_eq(r.status, 200);
     ck_assert_uint_eq(r.len, 0);
-    ck_assert_str_eq(ts_header(&r, "Content-Length", buf, sizeof buf), "75");
+    char get_len[24];
+    snprintf(get_len, sizeof get_len, "%zu", strlen(obj));
+    ck_assert_str_eq(ts_header(&r, "Content-Length", buf, sizeof buf),
+                     get_len);
     ck_assert(!strncmp(ts_header(&r, "Content-Type", buf, sizeof buf),
                        "application/json", 16));
     ts_response_free(&r);
@@ -982,6 +1014,30 @@ START_TEST(test_store_http_off)
     ts_http(port, &q, &r);
     ts_assert_error(&r, 404, "not_found");
     ts_response_free(&r);
+    /* /attend still reads a ref: a malformed one is invalid_request, as
+     * with a store, and a well-formed one unknown_ref */
+    static const char *const refs[][3] = {
+        {"\"sha256:xyz\"", "invalid_request", "/w_k"},
+        {"\"SHA256:24AE2DFE8DF57C1B80E54CEF3D90AC3B417FD98973345A5F616BBC9A75"
+         "DCC202\"", "invalid_request", "/w_k"},
+        {"\"sha256:24ae2dfe8df57c1b80e54cef3d90ac3b417fd98973345a5f616bbc9a"
+         "75dcc202\"", "unknown_ref", "/w_k"},
+        /* a key twice: the second would win in silence */
+        {"\"sha256:xyz\", \"ref\": \"sha256:xyz\"", "invalid_request",
+         "/w_k/ref"}};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+        char body[512], field[64];
+        snprintf(body, sizeof body,
+                 "{\"x\": [[1, 0], [0, 1]], \"w_q\": [[1, 0], [0, 1]], "
+                 "\"w_k\": {\"ref\": %s}, \"w_v\": [[1, 0], [0, 1]], "
+                 "\"num_heads\": 1}", refs[i][0]);
+        store_post(port, "/attend", "application/json", body, strlen(body),
+                   &r);
+        ts_assert_error(&r, 422, refs[i][1]);
+        snprintf(field, sizeof field, "\"field\":\"%s\"", refs[i][2]);
+        ck_assert_msg(strstr(r.body, field), "%s: %s", body, r.body);
+        ts_response_free(&r);
+    }
     q.path = "/metrics";
     ts_http(port, &q, &r);
     ck_assert_double_eq(ts_metric(r.body, "attnd_tensor_store_entries"), 0);
