@@ -3,6 +3,7 @@
  * keeps its own obvious copy of these rules, so the two check each other. */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn_exp.h"
@@ -13,8 +14,17 @@
 /* The offsets of the tables in the one block (attn_check bounded
  * B * (m + 1) * 8 and n, m by the inputs' sizes; these are smaller). */
 typedef struct attn__vis_offsets {
-    size_t gq, gk, gkb, pad, qs, ks, total;
+    size_t gq, gk, gkb, pad, qs, ks, kp, total;
 } attn__vis_offsets;
+
+/* Whether ALiBi needs the key positions in order (attn__vis_near): they
+ * are given, not the indices 0 .. m-1. */
+static int attn__vis_alibi_sorts(const attn_params *p)
+{
+    return p->alibi_slopes != NULL &&
+           (p->key_positions != NULL ||
+            (p->memory == NULL && p->positions != NULL));
+}
 
 static void attn__vis_layout(const attn_params *p, attn__vis_offsets *o)
 {
@@ -27,7 +37,16 @@ static void attn__vis_layout(const attn_params *p, attn__vis_offsets *o)
     o->qs = o->pad +
             (p->key_padding != NULL ? d->B * (d->m + 1) * sizeof(size_t) : 0);
     o->ks = o->qs + d->B;
-    o->total = o->ks + d->B;
+    o->kp = (o->ks + d->B + 7) / 8 * 8;
+    o->total = o->kp + (attn__vis_alibi_sorts(p)
+                            ? d->B * d->m * sizeof(int64_t) : 0);
+}
+
+static int attn__vis_cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+    return (a > b) - (a < b);
 }
 
 size_t attn__vis_bytes(const attn_params *p)
@@ -83,6 +102,15 @@ attn_status attn__vis_init(attn__vis *v, const attn_params *p)
         p->key_padding != NULL ? (size_t *)(void *)(base + o.pad) : NULL;
     v->q_sorted = base + o.qs;
     v->k_sorted = base + o.ks;
+    if (attn__vis_alibi_sorts(p)) {
+        v->kp_sorted = (int64_t *)(void *)(base + o.kp);
+        for (size_t b = 0; b < d->B; b++) {
+            int64_t *row = v->kp_sorted + b * d->m;
+            for (size_t c = 0; c < d->m; c++)
+                row[c] = attn__vis_kpos(v, b, c);
+            qsort(row, d->m, sizeof *row, attn__vis_cmp_i64);
+        }
+    }
 
     memset(v->gq, 0, d->n);
     memset(v->gk, 0, d->m);
@@ -471,14 +499,14 @@ attn__tanh512(__m512 y)
 }
 
 /* attn__vis_adjust 16 scores at a time: the softcap, the bias row, and
- * ALiBi when the distance of key k0 + c is |d0 - c| (key positions
+ * ALiBi when the distance of key k0 + c is |d0 - c| - near (key positions
  * 0 .. m-1), exact in float. A score that is not finite here overflowed
  * float32 (masks come later), and tanh would make it a finite +-cap, of
  * either sign whatever the float64 score is: it becomes NaN, which the
  * softmax reports, so the request is computed again in float64. */
 __attribute__((target("avx512f"))) static void
 attn__vis_adjust512(float *s, size_t len, float unit, float cap,
-                    const float *bias, float slope, float d0)
+                    const float *bias, float slope, float d0, float near)
 {
     const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
                                       5, 4, 3, 2, 1, 0);
@@ -502,13 +530,43 @@ attn__vis_adjust512(float *s, size_t len, float unit, float cap,
             x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, bias + j));
         if (slope != 0.0f) {
             __m512 c = _mm512_add_ps(lane, _mm512_set1_ps((float)j));
-            __m512 dist = _mm512_abs_ps(_mm512_sub_ps(_mm512_set1_ps(d0), c));
+            __m512 dist = _mm512_sub_ps(
+                _mm512_abs_ps(_mm512_sub_ps(_mm512_set1_ps(d0), c)),
+                _mm512_set1_ps(near));
             x = _mm512_sub_ps(x, _mm512_mul_ps(_mm512_set1_ps(slope), dist));
         }
         _mm512_mask_storeu_ps(s + j, k, _mm512_mul_ps(x, vunit));
     }
 }
 #endif
+
+/* The distance from query position qp to the nearest key of batch element
+ * b. ALiBi's distances are taken less this: the same for every key of the
+ * row, so the softmax is the same, and a row whose keys are all far away
+ * (a query at 10^6 over keys 0 .. m-1) keeps its scores' differences,
+ * which float32 would lose under a bias of slope * 10^6. */
+static int64_t attn__vis_near(const attn__vis *v, size_t b, int64_t qp)
+{
+    const int64_t *k;
+    size_t lo = 0, hi = v->m;
+    int64_t near = INT64_MAX;
+
+    if (v->kp_sorted == NULL) /* keys at 0 .. m-1; qp >= 0 */
+        return qp >= (int64_t)v->m ? qp - ((int64_t)v->m - 1) : 0;
+    k = v->kp_sorted + b * v->m;
+    while (lo < hi) { /* the first key at qp or after it */
+        size_t mid = lo + (hi - lo) / 2;
+        if (k[mid] < qp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < v->m)
+        near = k[lo] - qp;
+    if (lo > 0 && qp - k[lo - 1] < near)
+        near = qp - k[lo - 1];
+    return near;
+}
 
 void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
                       size_t k0, float *s, size_t len, float unit)
@@ -518,10 +576,11 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
     float cap = p->softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
     float inv_unit = 1.0f / unit;
     double slope = p->alibi_slopes != NULL ? (double)p->alibi_slopes[i] : 0.0;
-    int64_t qp = attn__vis_qpos(v, b, a);
+    int64_t qp = attn__vis_qpos(v, b, a), near;
 
     if (!v->adjust)
         return;
+    near = slope != 0.0 ? attn__vis_near(v, b, qp) : 0;
     if (p->score_bias.data != NULL)
         bias = (const float *)p->score_bias.data + b * p->score_bias.stride_b +
                i * p->score_bias.stride_h + a * v->m + k0;
@@ -536,7 +595,7 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
             (identity && d0 < ((int64_t)1 << 23) &&
              d0 > -((int64_t)1 << 23) && len < ((size_t)1 << 23))) {
             attn__vis_adjust512(s, len, unit, cap, bias, (float)slope,
-                                (float)d0);
+                                (float)d0, (float)near);
             return;
         }
     }
@@ -549,7 +608,7 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
             x += bias[c];
         if (slope != 0.0) {
             int64_t kp = attn__vis_kpos(v, b, k0 + c);
-            double dist = kp > qp ? (double)(kp - qp) : (double)(qp - kp);
+            double dist = (double)((kp > qp ? kp - qp : qp - kp) - near);
             x -= (float)(slope * dist);
         }
         s[c] = x * unit;

@@ -41,6 +41,8 @@ typedef struct attn__vis {
     size_t *gk_before;    /* [m + 1]: global keys before each index */
     size_t *pad_before;   /* [B][m + 1]: padded keys before each index */
     unsigned char *q_sorted, *k_sorted; /* [B]: positions nondecreasing */
+    int64_t *kp_sorted;   /* [B][m]: key positions in order, for ALiBi when
+                             they are given (else NULL: 0 .. m-1) */
     void *block;          /* the one allocation the arrays live in */
 } attn__vis;
 

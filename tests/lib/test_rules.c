@@ -29,8 +29,13 @@ typedef enum rl_pos {
     RL_POS_DECODE,      /* the queries are the last n of m positions */
     RL_POS_HUGE,        /* OFFSET's, plus INT64_MAX - 1000 (no overflow
                            in the window and causal bounds) */
-    RL_POS_BEYOND       /* queries from m / 2 + b, two apart, keys 0 ..
+    RL_POS_BEYOND,      /* queries from m / 2 + b, two apart, keys 0 ..
                            m-1: a left window leaves the last rows no key */
+    RL_POS_FAR,         /* queries from 2^30 + b, seven apart, keys 0 ..
+                           m-1 given: ALiBi's distances all near 2^30 */
+    RL_POS_FAR_UNSORTED, /* the same, the keys in falling order */
+    RL_POS_FAR_DEFAULT  /* the same queries, the keys' positions not given
+                           (0 .. m-1 by default) */
 } rl_pos;
 
 typedef struct rl_spec {
@@ -147,6 +152,17 @@ static const rl_spec rl_table[] = {
      .h = 2, .g = 2, .d_k = 8, .d_v = 8, .cross = true,
      .mask = ATTN_MASK_CAUSAL, .window = true, .left = 7, .right = 3,
      .alibi = true, .pos = RL_POS_HUGE},
+    /* ALiBi with every key some 2^30 away: the rows keep their scores'
+     * differences, which a bias of slope * 2^30 in float32 would lose */
+    {.name = "alibi_far_keys", .B = 2, .n = 20, .m = 33, .d_model = 16,
+     .h = 4, .g = 2, .d_k = 8, .d_v = 8, .cross = true, .alibi = true,
+     .pos = RL_POS_FAR},
+    {.name = "alibi_far_keys_unsorted", .B = 2, .n = 20, .m = 33,
+     .d_model = 16, .h = 4, .g = 2, .d_k = 8, .d_v = 8, .cross = true,
+     .alibi = true, .pos = RL_POS_FAR_UNSORTED, .w_o = true},
+    {.name = "alibi_far_keys_default", .B = 2, .n = 20, .m = 33,
+     .d_model = 16, .h = 4, .g = 4, .d_k = 8, .d_v = 8, .cross = true,
+     .alibi = true, .pos = RL_POS_FAR_DEFAULT},
     /* rows the window's left bound leaves without a key (every key
      * before it), or whose keys inside it are all padded: zero weights */
     {.name = "window_left_empties_rows", .B = 2, .n = 30, .m = 40,
@@ -230,17 +246,20 @@ static void rl_case_init(rl_case *rc, const rl_spec *s, uint64_t seed)
                         ? (int64_t)(a + 3 + 5 * b)
                     : s->pos == RL_POS_BEYOND
                         ? (int64_t)(s->m / 2 + 2 * a + b)
+                    : s->pos >= RL_POS_FAR
+                        ? ((int64_t)1 << 30) + (int64_t)(7 * a + b)
                         : (int64_t)(a * s->m / s->n + b);
             for (size_t c = 0; c < s->m; c++)
                 rc->kpos[b * s->m + c] =
-                    s->pos == RL_POS_UNSORTED ? (int64_t)(s->m - 1 - c)
+                    s->pos == RL_POS_UNSORTED || s->pos == RL_POS_FAR_UNSORTED
+                        ? (int64_t)(s->m - 1 - c)
                     : s->pos == RL_POS_HUGE
                         ? INT64_MAX - 1000 + (int64_t)(c + 5 * b)
                     : s->pos == RL_POS_OFFSET ? (int64_t)(c + 5 * b)
                                               : (int64_t)c;
         }
         p->positions = rc->pos;
-        p->key_positions = rc->kpos;
+        p->key_positions = s->pos == RL_POS_FAR_DEFAULT ? NULL : rc->kpos;
     }
     if (s->rope) {
         p->rope.dim = s->rope_dim ? s->rope_dim : s->d_k;
