@@ -59,6 +59,25 @@ static int codec__grow(codec__nest *s)
     return 0;
 }
 
+/* Whether text[0..len), a JSON number, is exactly the integer d (digits,
+ * then at most a point and zeros). */
+static int codec__integer_text(const char *text, size_t len, double d)
+{
+    char digits[32];
+    size_t k = 0;
+    int n = snprintf(digits, sizeof digits, "%.0f", d);
+
+    while (k < len && text[k] >= '0' && text[k] <= '9')
+        k++;
+    if (n <= 0 || (size_t)n != k || memcmp(text, digits, k) != 0)
+        return 0;
+    if (k < len && text[k++] != '.')
+        return 0;
+    while (k < len && text[k] == '0')
+        k++;
+    return k == len;
+}
+
 static int codec__leaf(codec__nest *s, int level)
 {
     codec_reader *r = s->r;
@@ -88,16 +107,22 @@ static int codec__leaf(codec__nest *s, int level)
         double d;
         int64_t v;
         if (r->p < r->end && (*r->p == '-' || (*r->p >= '0' && *r->p <= '9'))) {
+            const char *text = r->p;
             if (codec_json_number_d(r, &d, s->err) != 0)
                 return -1;
-            /* 2^53: every integer below it is exact in the double */
-            if (!(d >= 0 && d <= 9007199254740992.0) || d != floor(d)) {
+            /* 2^53: every integer below it is exact in the double; from
+             * 2^52 on, a double can be the rounding of another number
+             * (2^53 + 1, or a fraction), so the text must be the one */
+            if (!(d >= 0 && d <= 9007199254740992.0) || d != floor(d) ||
+                (d >= 4503599627370496.0 &&
+                 !codec__integer_text(text, (size_t)(r->p - text), d))) {
                 codec__path(s, level + 1, path, sizeof path);
                 codec_error_set(s->err, ERRORS_INVALID_REQUEST, path,
                                 "%s: expected an integer from 0 to 2^53 "
                                 "(9007199254740992, the largest a JSON "
-                                "reader keeps exact), found %.17g",
-                                path, d);
+                                "reader keeps exact), found %.*s",
+                                path, (int)(r->p - text < 40 ? r->p - text : 40),
+                                text);
                 return -1;
             }
             if (s->count == s->cap && codec__grow(s) != 0)

@@ -1051,6 +1051,37 @@ START_TEST(test_codec_global_tokens_empty)
 }
 END_TEST
 
+/* Indices and positions are exact: from 2^52 on, a double is also the
+ * rounding of other numbers (2^53 + 1, a fraction), so the text must be
+ * the integer itself. */
+START_TEST(test_codec_positions_exact)
+{
+    static const char *const ok[] = {"9007199254740992",
+                                     "9007199254740992.000", "4503599627370497",
+                                     "1e3", "8.0", "0"};
+    static const char *const bad[] = {"9007199254740993", "4503599627370497.5",
+                                      "9007199254740994", "-1", "0.5",
+                                      "1e300"};
+    char body[256];
+    size_t i;
+
+    for (i = 0; i < sizeof ok / sizeof ok[0] + sizeof bad / sizeof bad[0];
+         i++) {
+        int good = i < sizeof ok / sizeof ok[0];
+        snprintf(body, sizeof body,
+                 "{\"x\":[[1,0]],\"memory\":[[1,0],[0,1]],\"w_q\":[[1],[0]],"
+                 "\"w_k\":[[1],[0]],\"w_v\":[[1,0],[0,1]],"
+                 "\"positions\":[9007199254740992],\"key_positions\":[0,%s]}",
+                 good ? ok[i] : bad[i - sizeof ok / sizeof ok[0]]);
+        if (good)
+            codec_request_free(parse_ok(body));
+        else
+            expect_err(body, ERRORS_INVALID_REQUEST, "/key_positions/1",
+                       "expected an integer from 0 to 2^53");
+    }
+}
+END_TEST
+
 START_TEST(test_codec_layout_values)
 {
     /* the parsed buffers hold the library's layouts: x and memory
@@ -3082,6 +3113,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_top_k);
     tcase_add_test(tc, test_codec_float32_overflow_inside);
     tcase_add_test(tc, test_codec_global_tokens_empty);
+    tcase_add_test(tc, test_codec_positions_exact);
     tcase_add_test(tc, test_codec_lib_fixtures);
     tcase_add_test(tc, test_codec_numbers_in);
     tcase_add_test(tc, test_codec_escapes_and_unknown);
