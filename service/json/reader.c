@@ -206,26 +206,10 @@ int codec_json_string(codec_reader *r, const char **s, size_t *len,
                     codec_json_syntax(r, err, "invalid \\u escape");
                     return -1;
                 }
-                if (u >= 0xDC00 && u <= 0xDFFF) {
-                    r->p = (const char *)p;
-                    codec_json_syntax(r, err, "lone UTF-16 low surrogate");
-                    return -1;
-                }
-                if (u >= 0xD800 && u <= 0xDBFF) {
-                    long lo = -1;
-                    if (end - p >= 12 && p[6] == '\\' && p[7] == 'u')
-                        lo = codec__hex4((const char *)p + 8);
-                    if (lo < 0xDC00 || lo > 0xDFFF) {
-                        r->p = (const char *)p;
-                        codec_json_syntax(r, err,
-                                          "UTF-16 high surrogate without "
-                                          "its low surrogate");
-                        return -1;
-                    }
-                    p += 12;
-                } else {
-                    p += 6;
-                }
+                /* a lone surrogate is JSON (RFC 8259 8.2): JavaScript
+                 * writes one for half of an emoji; it is kept as sent
+                 * (labels are echoed raw) and decodes to U+FFFD */
+                p += 6;
                 continue;
             }
             default:
@@ -298,11 +282,17 @@ char *codec_json_unescape(const char *s, size_t len, size_t *out_len)
         case 't': o[n++] = '\t'; i += 2; break;
         case 'u': {
             unsigned long cp = (unsigned long)codec__hex4(s + i + 2);
+            long lo = -1;
             i += 6;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned long lo = (unsigned long)codec__hex4(s + i + 2);
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            if (cp >= 0xD800 && cp <= 0xDBFF && i + 6 <= len &&
+                s[i] == '\\' && s[i + 1] == 'u')
+                lo = codec__hex4(s + i + 2);
+            if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) +
+                     ((unsigned long)lo - 0xDC00);
                 i += 6;
+            } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+                cp = 0xFFFD; /* a lone surrogate */
             }
             n += codec__put_utf8(o + n, cp);
             break;
