@@ -369,6 +369,23 @@ void attn__vis_span(const attn__vis *v, size_t b, size_t a, int window,
     *hi = h;
 }
 
+/* The index of the t-th global key (t >= 1, at most their count), by a
+ * search of gk_before: O(log m), where a walk over the keys would make
+ * every row's range O(m). */
+static size_t attn__vis_global_at(const attn__vis *v, size_t t)
+{
+    size_t lo = 0, hi = v->m;
+
+    while (lo < hi) { /* the first c with t global keys in [0, c] */
+        size_t mid = lo + (hi - lo) / 2;
+        if (v->gk_before[mid + 1] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 void attn__vis_range(const attn__vis *v, size_t b, size_t a, size_t *lo,
                      size_t *hi)
 {
@@ -384,11 +401,8 @@ void attn__vis_range(const attn__vis *v, size_t b, size_t a, size_t *lo,
     attn__vis_span(v, b, a, window, &l, &h);
     if (window && v->has_global && v->gk_before[cap] > 0) {
         /* global keys below the causal bound escape the window */
-        size_t first = 0, last = cap;
-        while (!v->gk[first])
-            first++;
-        while (!v->gk[last - 1])
-            last--;
+        size_t first = attn__vis_global_at(v, 1),
+               last = attn__vis_global_at(v, v->gk_before[cap]) + 1;
         l = first < l ? first : l;
         h = last > h ? last : h;
     }
