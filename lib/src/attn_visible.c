@@ -14,8 +14,20 @@
 /* The offsets of the tables in the one block (attn_check bounded
  * B * (m + 1) * 8 and n, m by the inputs' sizes; these are smaller). */
 typedef struct attn__vis_offsets {
-    size_t gq, gk, gkb, pad, qs, ks, kp, total;
+    size_t gq, gk, gkb, pad, qs, ks, kp, bm, total;
 } attn__vis_offsets;
+
+/* The rows of n x m maps score_bias holds: every (b, i) map starts at a
+ * multiple of m (its strides are 0, n*m or h*n*m). */
+static size_t attn__vis_bias_rows(const attn_params *p)
+{
+    const attn_dims *d = &p->dims;
+
+    if (p->score_bias.data == NULL || d->m == 0)
+        return 0;
+    return ((d->B - 1) * p->score_bias.stride_b +
+            (d->h - 1) * p->score_bias.stride_h) / d->m + d->n;
+}
 
 /* Whether ALiBi needs the key positions in order (attn__vis_near): they
  * are given, not the indices 0 .. m-1. */
@@ -38,8 +50,9 @@ static void attn__vis_layout(const attn_params *p, attn__vis_offsets *o)
             (p->key_padding != NULL ? d->B * (d->m + 1) * sizeof(size_t) : 0);
     o->ks = o->qs + d->B;
     o->kp = (o->ks + d->B + 7) / 8 * 8;
-    o->total = o->kp + (attn__vis_alibi_sorts(p)
-                            ? d->B * d->m * sizeof(int64_t) : 0);
+    o->bm = o->kp + (attn__vis_alibi_sorts(p)
+                         ? d->B * d->m * sizeof(int64_t) : 0);
+    o->total = o->bm + attn__vis_bias_rows(p) * sizeof(float);
 }
 
 static int attn__vis_cmp_i64(const void *x, const void *y)
@@ -102,6 +115,17 @@ attn_status attn__vis_init(attn__vis *v, const attn_params *p)
         p->key_padding != NULL ? (size_t *)(void *)(base + o.pad) : NULL;
     v->q_sorted = base + o.qs;
     v->k_sorted = base + o.ks;
+    if (p->score_bias.data != NULL) {
+        /* each row's largest bias: what attn__vis_adjust takes off it */
+        const float *bias = p->score_bias.data;
+        v->bias_max = (float *)(void *)(base + o.bm);
+        for (size_t r = 0; r < attn__vis_bias_rows(p); r++) {
+            float top = -FLT_MAX;
+            for (size_t c = 0; c < d->m; c++)
+                top = bias[r * d->m + c] > top ? bias[r * d->m + c] : top;
+            v->bias_max[r] = top;
+        }
+    }
     if (attn__vis_alibi_sorts(p)) {
         v->kp_sorted = (int64_t *)(void *)(base + o.kp);
         for (size_t b = 0; b < d->B; b++) {
@@ -512,15 +536,16 @@ attn__tanh512(__m512 y)
         _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.1f), _CMP_LT_OQ), big, small);
 }
 
-/* attn__vis_adjust 16 scores at a time: the softcap, the bias row, and
- * ALiBi when the distance of key k0 + c is |d0 - c| - near (key positions
+/* attn__vis_adjust 16 scores at a time: the softcap, the bias row less
+ * top, and ALiBi when the distance of key k0 + c is |d0 - c| - near (key positions
  * 0 .. m-1), exact in float. A score that is not finite here overflowed
  * float32 (masks come later), and tanh would make it a finite +-cap, of
  * either sign whatever the float64 score is: it becomes NaN, which the
  * softmax reports, so the request is computed again in float64. */
 __attribute__((target("avx512f"))) static void
 attn__vis_adjust512(float *s, size_t len, float unit, float cap,
-                    const float *bias, float slope, float d0, float near)
+                    const float *bias, float top, float slope, float d0,
+                    float near)
 {
     const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6,
                                       5, 4, 3, 2, 1, 0);
@@ -541,7 +566,8 @@ attn__vis_adjust512(float *s, size_t len, float unit, float cap,
             x = _mm512_mask_blend_ps(lost, x, _mm512_set1_ps(NAN));
         }
         if (bias != NULL)
-            x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, bias + j));
+            x = _mm512_add_ps(x, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, bias + j),
+                                               _mm512_set1_ps(top)));
         if (slope != 0.0f) {
             __m512 c = _mm512_add_ps(lane, _mm512_set1_ps((float)j));
             __m512 dist = _mm512_sub_ps(
@@ -587,6 +613,7 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
 {
     const attn_params *p = v->p;
     const float *bias = NULL;
+    float top = 0.0f; /* the row's largest bias, taken off every key's */
     float cap = p->softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
     float inv_unit = 1.0f / unit;
     double slope = p->alibi_slopes != NULL ? (double)p->alibi_slopes[i] : 0.0;
@@ -595,9 +622,12 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
     if (!v->adjust)
         return;
     near = slope != 0.0 ? attn__vis_near(v, b, qp) : 0;
-    if (p->score_bias.data != NULL)
-        bias = (const float *)p->score_bias.data + b * p->score_bias.stride_b +
-               i * p->score_bias.stride_h + a * v->m + k0;
+    if (p->score_bias.data != NULL) {
+        size_t row = (b * p->score_bias.stride_b +
+                      i * p->score_bias.stride_h) / v->m + a;
+        bias = (const float *)p->score_bias.data + row * v->m + k0;
+        top = v->bias_max[row];
+    }
 #ifdef ATTN__HAVE_X86
     if (v->avx512) {
         /* ALiBi in float when every distance is an exact float: key
@@ -608,7 +638,7 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
         if (slope == 0.0 ||
             (identity && d0 < ((int64_t)1 << 23) &&
              d0 > -((int64_t)1 << 23) && len < ((size_t)1 << 23))) {
-            attn__vis_adjust512(s, len, unit, cap, bias, (float)slope,
+            attn__vis_adjust512(s, len, unit, cap, bias, top, (float)slope,
                                 (float)d0, (float)near);
             return;
         }
@@ -619,7 +649,7 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
         if (cap > 0.0f) /* an overflowed score stays non-finite: above */
             x = isfinite(x) ? cap * tanhf(x * inv_cap) : NAN;
         if (bias != NULL)
-            x += bias[c];
+            x += bias[c] - top;
         if (slope != 0.0) {
             int64_t kp = attn__vis_kpos(v, b, k0 + c);
             double dist = (double)((kp > qp ? kp - qp : qp - kp) - near);

@@ -43,6 +43,8 @@ typedef struct attn__vis {
     unsigned char *q_sorted, *k_sorted; /* [B]: positions nondecreasing */
     int64_t *kp_sorted;   /* [B][m]: key positions in order, for ALiBi when
                              they are given (else NULL: 0 .. m-1) */
+    float *bias_max;      /* each row of score_bias: its largest value (the
+                             row's scores are taken less it) */
     void *block;          /* the one allocation the arrays live in */
 } attn__vis;
 
@@ -96,8 +98,11 @@ size_t attn__vis_count(const attn__vis *v, size_t b, size_t i, size_t a);
 
 /* Steps 5 and 6 of the score rules on s[0..len), head i's scores of query
  * a against keys k0 .. k0+len-1, kept in units of `unit` (1, or log2 e for
- * the fused kernel): s = unit * (softcap(s / unit) + bias - alibi). Does
- * nothing unless v->adjust. */
+ * the fused kernel): s = unit * (softcap(s / unit) + bias - alibi), less a
+ * constant of the row that the softmax does not see (the row's largest
+ * bias, and ALiBi at the row's nearest key), so that a large bias or a
+ * far key leaves the scores' differences to float32. Does nothing unless
+ * v->adjust. */
 void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
                       size_t k0, float *s, size_t len, float unit);
 

@@ -59,6 +59,7 @@ typedef struct rl_spec {
     size_t d_val;
     rl_pos pos;
     bool blocky; /* the boolean map hides whole 64-key stretches of rows */
+    float bias_at; /* added to every bias: rows of large, near values */
 } rl_spec;
 
 #define U ATTN_UNBOUNDED
@@ -154,6 +155,14 @@ static const rl_spec rl_table[] = {
      .alibi = true, .pos = RL_POS_HUGE},
     /* ALiBi with every key some 2^30 away: the rows keep their scores'
      * differences, which a bias of slope * 2^30 in float32 would lose */
+    /* rows of biases near -10^6, near -10^4 (in float32, steps of 1/16
+     * and 1/1024): their differences and the scores' stay exact */
+    {.name = "bias_large", .B = 2, .n = 19, .m = 23, .d_model = 16, .h = 3,
+     .g = 3, .d_k = 8, .d_v = 4, .cross = true, .bias_form = 4,
+     .bias_at = -1e6f},
+    {.name = "bias_large_causal", .B = 2, .n = 30, .m = 30, .d_model = 16,
+     .h = 2, .g = 1, .d_k = 8, .d_v = 4, .bias_form = 2, .bias_at = -1e4f,
+     .mask = ATTN_MASK_CAUSAL, .softcap = 5.0f},
     {.name = "alibi_far_keys", .B = 2, .n = 20, .m = 33, .d_model = 16,
      .h = 4, .g = 2, .d_k = 8, .d_v = 8, .cross = true, .alibi = true,
      .pos = RL_POS_FAR},
@@ -284,7 +293,7 @@ static void rl_case_init(rl_case *rc, const rl_spec *s, uint64_t seed)
     }
     if (s->bias_form) {
         size_t count = rl_map(s, s->bias_form, &p->score_bias);
-        rc->bias = rl_fill(&r, count, -2.0f, 2.0f);
+        rc->bias = rl_fill(&r, count, -2.0f + s->bias_at, 2.0f + s->bias_at);
         p->score_bias.data = rc->bias;
     }
     if (s->mask_form) {
@@ -812,8 +821,10 @@ START_TEST(test_rules_adjust_matches_float64)
             for (size_t t = 0; t < LEN; t++) {
                 double x = (double)in[t] * 3.0 * (double)units[u] /
                            (double)units[u];
+                /* less the row's largest bias, 0.75, and ALiBi at the
+                 * nearest key, 0: constants the softmax does not see */
                 double ref = 3.0 * tanh(x / 3.0) + (double)bias[LEN + t] -
-                             0.0625 * fabs(1.0 - (double)t);
+                             0.75 - 0.0625 * fabs(1.0 - (double)t);
                 double got = (double)s[t] / (double)units[u];
                 TL_CHECK(fabs(got - ref) <= 2e-6 * (1.0 + fabs(ref)),
                          "isa %d unit %d key %zu: %.9g, float64 %.9g", isa,
