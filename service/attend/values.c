@@ -118,11 +118,16 @@ static int codec__integer(codec_reader *r, const char *ptr, double least,
     return 0;
 }
 
-/* A number > 0 that is finite in float32 (scale, softcap, theta, ...). */
-static int codec__positive(codec_reader *r, const char *ptr, double *out,
-                           codec_error *err)
+/* A number > 0 that is finite in float32 (scale, softcap, theta, ...),
+ * as the float32 the library takes, or with `exact` as read (rope's theta
+ * and attention_factor and qk_norm's eps, which the library takes in
+ * double: a theta of 10000.5 rounded to float32 would turn the angles at
+ * position 10^6 by some 0.06 radians). */
+static int codec__positive_as(codec_reader *r, const char *ptr, int exact,
+                              double *out, codec_error *err)
 {
     float v;
+    double d = 0;
     int finite;
 
     if (!codec__is_number(r)) {
@@ -131,8 +136,14 @@ static int codec__positive(codec_reader *r, const char *ptr, double *out,
                         codec_json_kind(r));
         return -1;
     }
-    if (codec_json_number(r, &v, &finite, err) != 0)
+    if (exact) {
+        if (codec_json_number_d(r, &d, err) != 0)
+            return -1;
+        v = (float)d;
+        finite = isfinite(v);
+    } else if (codec_json_number(r, &v, &finite, err) != 0) {
         return -1;
+    }
     if (!finite || !(v > 0.0f)) {
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                         "%s: expected a number > 0 that is finite in "
@@ -141,8 +152,14 @@ static int codec__positive(codec_reader *r, const char *ptr, double *out,
                                 : "one <= 0 (or one that rounds to 0)");
         return -1;
     }
-    *out = v;
+    *out = exact ? d : v;
     return 0;
+}
+
+static int codec__positive(codec_reader *r, const char *ptr, double *out,
+                           codec_error *err)
+{
+    return codec__positive_as(r, ptr, 0, out, err);
 }
 
 static int codec__flag(codec_reader *r, const char *ptr, int *out,
@@ -272,14 +289,14 @@ static int codec__rope_member(void *ctx, int key, codec_reader *r,
     case 0:
         return codec__integer(r, ptr, 1, CODEC__COUNT_MAX, &o->dim, err);
     case 1:
-        return codec__positive(r, ptr, &o->theta, err);
+        return codec__positive_as(r, ptr, 1, &o->theta, err);
     case 2:
         return codec_array_parse(r, ptr, "[dim/2]", CODEC_LEAF_F32, 1, 1,
                                  &o->inv_freq, err);
     case 3:
         return codec__enum(r, ptr, attend_rope_style_names, &o->style, err);
     default:
-        return codec__positive(r, ptr, &o->factor, err);
+        return codec__positive_as(r, ptr, 1, &o->factor, err);
     }
 }
 
@@ -313,7 +330,7 @@ static int codec__qk_norm_member(void *ctx, int key, codec_reader *r,
                                  "(over \"all\")", CODEC_LEAF_F32, 1, 1,
                                  &o->k_weight, err);
     case 2:
-        return codec__positive(r, ptr, &o->eps, err);
+        return codec__positive_as(r, ptr, 1, &o->eps, err);
     default:
         return codec__enum(r, ptr, attend_qk_norm_over_names, &o->over, err);
     }

@@ -1082,6 +1082,26 @@ START_TEST(test_codec_labels_lone_surrogates)
 }
 END_TEST
 
+/* rope's theta and attention_factor are the library's doubles as read:
+ * theta 10000.1 in float32 would turn the angles at position 10^6 by
+ * some 1e-3 radians. */
+START_TEST(test_codec_rope_numbers_exact)
+{
+    codec_request *req = parse_ok(
+        "{\"x\":[[1,0],[0,1]],\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
+        "\"w_v\":[[1,0],[0,1]],\"rope\":{\"theta\":10000.1,"
+        "\"attention_factor\":1.2772588722239782}}");
+
+    ck_assert(req->p.rope.theta == 10000.1);
+    ck_assert(req->p.rope.attention_factor == 1.2772588722239782);
+    codec_request_free(req);
+    /* still within float32, as every number of a request */
+    expect_err("{\"x\":[[1]],\"w_q\":[[1]],\"w_k\":[[1]],\"w_v\":[[1]],"
+               "\"rope\":{\"theta\":1e39}}",
+               ERRORS_INVALID_REQUEST, "/rope/theta", "finite in float32");
+}
+END_TEST
+
 START_TEST(test_codec_positions_exact)
 {
     static const char *const ok[] = {"9007199254740992",
@@ -3143,6 +3163,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_float32_overflow_inside);
     tcase_add_test(tc, test_codec_global_tokens_empty);
     tcase_add_test(tc, test_codec_positions_exact);
+    tcase_add_test(tc, test_codec_rope_numbers_exact);
     tcase_add_test(tc, test_codec_labels_lone_surrogates);
     tcase_add_test(tc, test_codec_lib_fixtures);
     tcase_add_test(tc, test_codec_numbers_in);
