@@ -537,11 +537,12 @@ attn__tanh512(__m512 y)
 }
 
 /* attn__vis_adjust 16 scores at a time: the softcap, the bias row less
- * top, and ALiBi when the distance of key k0 + c is |d0 - c| - near (key positions
- * 0 .. m-1), exact in float. A score that is not finite here overflowed
- * float32 (masks come later), and tanh would make it a finite +-cap, of
- * either sign whatever the float64 score is: it becomes NaN, which the
- * softmax reports, so the request is computed again in float64. */
+ * top, and ALiBi when the distance of key k0 + c is |d0 - c| - near (key
+ * positions 0 .. m-1), exact in float. A score that is not finite here
+ * overflowed float32 (masks come later), and tanh would make it a finite
+ * +-cap, of either sign whatever the float64 score is: it becomes NaN,
+ * which the softmax reports, so the request is computed again in
+ * float64. */
 __attribute__((target("avx512f"))) static void
 attn__vis_adjust512(float *s, size_t len, float unit, float cap,
                     const float *bias, float top, float slope, float d0,
@@ -566,8 +567,9 @@ attn__vis_adjust512(float *s, size_t len, float unit, float cap,
             x = _mm512_mask_blend_ps(lost, x, _mm512_set1_ps(NAN));
         }
         if (bias != NULL)
-            x = _mm512_add_ps(x, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, bias + j),
-                                               _mm512_set1_ps(top)));
+            x = _mm512_add_ps(
+                x, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, bias + j),
+                                 _mm512_set1_ps(top)));
         if (slope != 0.0f) {
             __m512 c = _mm512_add_ps(lane, _mm512_set1_ps((float)j));
             __m512 dist = _mm512_sub_ps(

@@ -121,7 +121,8 @@ static int codec__leaf(codec__nest *s, int level)
                                 "%s: expected an integer from 0 to 2^53 "
                                 "(9007199254740992, the largest a JSON "
                                 "reader keeps exact), found %.*s",
-                                path, (int)(r->p - text < 40 ? r->p - text : 40),
+                                path,
+                                (int)(r->p - text < 40 ? r->p - text : 40),
                                 text);
                 return -1;
             }
