@@ -145,6 +145,8 @@ static int codec__object(codec_reader *r, codec__fields *f,
             (r->p + 4 <= r->end && memcmp(r->p, "null", 4) == 0 &&
              id != F_X)) {
             /* skipped: null (absent), or after a contract error */
+            if (!failed && id < F_COUNT && prefix[0] != '\0')
+                f->nulled[id] = 1; /* in a layer: not inherited either */
             if (codec_json_skip(r, err) != 0)
                 return -1;
         } else if (prefix[0] != '\0' &&
@@ -204,7 +206,7 @@ static void codec__inherit(codec__fields *layer, const codec__fields *top)
 
     for (id = 0; id < F_COUNT; id++) {
         if (attend_fields[id].scope != ATTEND_LAYER || layer->seen[id] ||
-            !top->seen[id])
+            layer->nulled[id] || !top->seen[id])
             continue;
         memcpy((char *)layer + codec__slots[id].offset,
                (const char *)top + codec__slots[id].offset,

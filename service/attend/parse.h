@@ -49,7 +49,9 @@ typedef struct codec__span {
 /* Everything the fields of one object say, before cross-checking. seen[id]
  * marks a field given (a JSON null is absent); shared[id] marks one
  * inherited from the top level of a `layers` request, whose buffers belong
- * to the top level's fields. */
+ * to the top level's fields; nulled[id] one a layer gives as null, which
+ * takes the top level's default away (the layer's own field overrides it,
+ * and null is absent). */
 typedef struct codec__fields {
     codec_array x, memory, value, w_q, w_k, w_v, w_o, w_qkv, b_q, b_k, b_v,
         b_o, b_qkv, kpm, attn_mask, attn_bias, positions, key_positions,
@@ -64,7 +66,7 @@ typedef struct codec__fields {
     codec__qk_norm qk_norm;
     codec__alibi alibi;
     codec__span layers;
-    unsigned char seen[F_COUNT], shared[F_COUNT];
+    unsigned char seen[F_COUNT], shared[F_COUNT], nulled[F_COUNT];
 } codec__fields;
 
 /* Counts above this are read as this (every limit is far below it). */

@@ -285,11 +285,13 @@ START_TEST(test_v2_layers_equal_alone)
     json_t *l0 = tv_layer(4, 6, 2, 3, 1), *l1 = tv_layer(4, 6, 2, 3, 2);
     json_t *whole = json_object(), *arr = json_array();
 
-    /* the top level gives mask and a bias; layer 1 overrides the mask */
+    /* the top level gives mask and a bias; layer 1 overrides the mask, and
+     * takes the bias away with its own null */
     json_object_set_new(whole, "mask", json_string("causal"));
     json_object_set_new(whole, "b_o", json_pack("[f,f,f,f,f,f]", 0.5, -0.5,
                                                 0.25, 0.0, 1.0, 2.0));
     json_object_set_new(l1, "mask", json_string("none"));
+    json_object_set_new(l1, "b_o", json_null());
     json_array_append(arr, l0);
     json_array_append(arr, l1);
     json_object_set_new(whole, "layers", arr);
@@ -300,9 +302,10 @@ START_TEST(test_v2_layers_equal_alone)
                          json_object_get(ans, "meta"), "layers")), 2);
     for (int i = 0; i < 2; i++) {
         json_t *alone = json_deep_copy(i ? l1 : l0);
-        if (i == 0)
+        if (i == 0) {
             json_object_set_new(alone, "mask", json_string("causal"));
-        json_object_set(alone, "b_o", json_object_get(whole, "b_o"));
+            json_object_set(alone, "b_o", json_object_get(whole, "b_o"));
+        }
         char *one = tv_answer(port, alone);
         char *mine = tv_dump(json_array_get(json_object_get(ans, "layers"), i));
         json_t *a = json_loads(one, 0, NULL);
