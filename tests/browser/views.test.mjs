@@ -9,7 +9,7 @@
 // format, a 300-token map (pixels pool
 // cells), device scale factor 2 on every kind of canvas, a phone's
 // width (no sideways scroll, maps above their figures, tick labels
-// apart), no maps or download of an older answer after a failed run,
+// apart, radios beside their text), no maps or download of an older answer after a failed run,
 // requests over the server's limits (from GET /limits) refused in the form
 // with their size and the limit, a 413's flag said as what to change, no
 // console errors,
@@ -292,7 +292,8 @@ async function stale_checks(page, flags) {
 }
 
 // A phone's width (375 CSS pixels): nothing scrolls sideways, each head's
-// map sits above its figures at the card's width, tick labels keep apart.
+// map sits above its figures at the card's width, tick labels keep apart,
+// each radio stays on the line of its own text.
 async function narrow_checks(base) {
   const ctx = await launch(1, { width: 375, height: 740 });
   try {
@@ -301,6 +302,9 @@ async function narrow_checks(base) {
     await route_stub(page, make_stub());
     await page.goto(`${base}/`);
     const sideways = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    const strays = await radios_apart(page, '.source label');
+    check(strays.length === 0, '375 px: each Request source radio is on the line of its own text, before it',
+      JSON.stringify(strays));
     await run_page(page, true);
     check(await sideways() <= 0, '375 px: the page does not scroll sideways', `${await sideways()} px too wide`);
     const card = await page.locator('#head-maps .head-card').first().evaluate((el) => {
@@ -359,6 +363,21 @@ async function narrow_checks(base) {
   } finally {
     await close(ctx);
   }
+}
+
+// The labels (selector) whose radio is not on the first line of its own
+// text, to the left of it: [] when each radio sits with its text.
+function radios_apart(page, selector) {
+  return page.locator(selector).evaluateAll((labels) => labels.flatMap((l) => {
+    const radio = l.querySelector('input').getBoundingClientRect();
+    const text = document.createRange();
+    text.setStartAfter(l.querySelector('input'));
+    text.setEndAfter(l.lastChild);
+    const line = [...text.getClientRects()].find((r) => r.width > 0);
+    const mid = (radio.top + radio.bottom) / 2;
+    return line && radio.right <= line.left && mid >= line.top && mid <= line.bottom ? []
+      : [{ label: l.textContent.trim(), radio: [radio.left, radio.top], text: line && [line.left, line.top] }];
+  }));
 }
 
 // Refs follow the tensors' values, not their wire text: after a run in
