@@ -4,17 +4,22 @@
 // Sends body (a string, sent as is) to ./attend on this page's origin.
 // Resolves to { ok: true, status, text, json, ms } or
 // { ok: false, error: { status, code, message, field } }; never throws, so
-// the caller always has something to show.
-export async function post_attend(body) {
+// the caller always has something to show. signal (an AbortSignal, or
+// none) stops the request, sending or reading; its reason, { code,
+// message }, is then the error.
+export async function post_attend(body, signal = null) {
   const t0 = performance.now();
+  const stopped = () => ({ ok: false, error: { status: 0, field: '', ...signal.reason } });
   let res;
   try {
     res = await fetch('attend', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body,
+      signal,
     });
   } catch (e) {
+    if (signal?.aborted) return stopped();
     return { ok: false, error: { status: 0, code: 'network_error',
       message: `the request did not reach the service (${e.message})`, field: '' } };
   }
@@ -22,6 +27,7 @@ export async function post_attend(body) {
   try {
     text = await res.text();
   } catch (e) {
+    if (signal?.aborted) return stopped();
     return { ok: false, error: { status: res.status, code: 'network_error',
       message: `the response was cut off (${e.message})`, field: '' } };
   }

@@ -158,6 +158,17 @@ function set_status(msg) {
   $('status').textContent = msg;
 }
 
+// The status line of a run that failed with err.
+function failed_status(err) {
+  if (err.status) return `The service refused the request (HTTP ${err.status}).`;
+  return {
+    form: 'Nothing sent: fix the form first.',
+    too_large: 'Nothing sent: the request is over the server\'s limits.',
+    cancelled: 'Cancelled: the page stopped waiting for the answer.',
+    timeout: `No answer from the service within ${answer_timeout_s()} s.`,
+  }[err.code] ?? 'The request failed.';
+}
+
 function show_error(err) {
   const box = $('error');
   box.replaceChildren();
@@ -255,31 +266,109 @@ function kib(nbytes) {
     ? `${(nbytes / 1024).toFixed(1)} KiB` : `${(nbytes / 1048576).toFixed(1)} MiB`;
 }
 
+// -- a request in flight -------------------------------------------------------
+
+// Seconds the page waits for an answer before it gives up. A generated
+// request near the body limit takes about 8 s here; a service that took the
+// connection and never answers (stopped, or behind a hung proxy) would
+// otherwise hold the page forever. ?timeout=SECONDS in the page's address
+// sets another.
+const ANSWER_TIMEOUT_S = 120;
+
+function answer_timeout_s() {
+  const asked = Number(new URLSearchParams(location.search).get('timeout'));
+  return asked > 0 ? asked : ANSWER_TIMEOUT_S;
+}
+
+// The run waiting for its answer, or null: { controller, t0, clock, timer,
+// seconds: the element counting them }.
+let flight = null;
+
+function waited_s() {
+  return Math.floor((performance.now() - flight.t0) / 1000);
+}
+
+function tick() {
+  flight.seconds.textContent = ` ${waited_s()} s`;
+}
+
+// Shows the Cancel button, starts the clock and the timeout; returns the
+// signal that stops the request.
+function take_off(from_run) {
+  const controller = new AbortController();
+  const limit = answer_timeout_s();
+  const give_up = () => controller.abort({ code: 'timeout',
+    message: `the service did not answer within ${limit} s, so the page stopped waiting ` +
+      '(it may be stopped, overloaded, or behind a proxy that does not answer)' });
+  flight = { controller, t0: performance.now(), seconds: document.createElement('span'),
+    clock: setInterval(tick, 1000),
+    timer: setTimeout(give_up, limit * 1000) };
+  // Said every second, the count would drown whatever else a screen
+  // reader has to say; it is there to be seen.
+  flight.seconds.setAttribute('aria-hidden', 'true');
+  $('cancel').hidden = false;
+  // Run is disabled while it waits: a keyboard user's focus goes on to
+  // the one control that can act.
+  if (from_run) $('cancel').focus();
+  return controller.signal;
+}
+
+// The status line while a run waits: what it is doing, and for how long.
+function say(msg) {
+  tick();
+  $('status').replaceChildren(msg, flight.seconds);
+}
+
+function cancel() {
+  flight?.controller.abort({ code: 'cancelled',
+    message: `you cancelled the request after ${waited_s()} s, before the service answered` });
+}
+
+// The run has its answer, or its error: Cancel goes, Run comes back
+// (with the focus, when Cancel had it).
+function land() {
+  clearInterval(flight.clock);
+  clearTimeout(flight.timer);
+  flight = null;
+  const had_focus = document.activeElement === $('cancel');
+  $('cancel').hidden = true;
+  $('run').disabled = false;
+  if (had_focus) $('run').focus();
+}
+
 // -- running -------------------------------------------------------------------
 
-// Sends the request; with the store on, known tensors go as refs, and a
-// 422 unknown_ref (the store forgot one) is answered by sending everything
-// inline once more. Returns { r, refs: pointers sent as refs }.
-async function send(built) {
+// Sends the request (signal stops it); with the store on, known tensors go
+// as refs, and a 422 unknown_ref (the store forgot one) is answered by
+// sending everything inline once more. Returns { r, refs: pointers sent as
+// refs, retried }.
+async function send(built, signal) {
   // A body over the server's limit is not sent: the service would only
   // refuse it after the upload.
   const post = (text) => {
     const over = judge_body(text, built.req ? 'the request' : 'the request JSON');
     return over ? { ok: false, error: { status: 0, code: 'too_large', message: over, field: '' } }
-      : post_attend(text);
+      : post_attend(text, signal);
   };
   const plain = async (text) => ({ r: await post(text), refs: [], retried: false });
-  if (!built.req) return plain(built.text);
+  if (!built.req) {
+    say(`Sending ${kib(built.text.length)} to POST /attend\u2026`);
+    return plain(built.text);
+  }
   // A pasted request that says store: false keeps everything inline.
-  if (!$('use-store').checked || built.req.store === false) return plain(JSON.stringify(built.req));
+  if (!$('use-store').checked || built.req.store === false) {
+    say('Sending to POST /attend\u2026');
+    return plain(JSON.stringify(built.req));
+  }
   let sent = with_refs(built.req);
-  set_status(`Sending to POST /attend (${plural(sent.refs.length, 'tensor')} as refs)\u2026`);
+  say(`Sending to POST /attend (${plural(sent.refs.length, 'tensor')} as refs)\u2026`);
   let r = await post(JSON.stringify(sent.req));
   let retried = false;
   if (!r.ok && r.error.code === 'unknown_ref') {
     forget_all();
     held.clear();
     sent = with_refs(built.req);
+    say('The store had forgotten a tensor: sending the request again inline\u2026');
     r = await post(JSON.stringify(sent.req));
     retried = true;
   }
@@ -316,20 +405,18 @@ async function run(event) {
   try {
     built = build_request();
   } catch (e) {
-    fail_run({ status: 0, code: e.code ?? 'form', message: e.message, field: '' },
-      e.code === 'too_large' ? 'Nothing sent: the request is over the server\'s limits.' : 'Nothing sent: fix the form first.');
+    const err = { status: 0, code: e.code ?? 'form', message: e.message, field: '' };
+    fail_run(err, failed_status(err));
     return;
   }
   const button = $('run');
+  const from_run = document.activeElement === button;
   button.disabled = true;
-  if (!built.req) set_status(`Sending ${kib(built.text.length)} to POST /attend\u2026`);
-  const { r, refs, retried } = await send(built);
-  button.disabled = false;
+  const { r, refs, retried } = await send(built, take_off(from_run));
+  land();
   document.body.dataset.refsSent = String(refs.length);
   if (!r.ok) {
-    fail_run(r.error, r.error.status ? `The service refused the request (HTTP ${r.error.status}).`
-      : r.error.code === 'too_large' ? 'Nothing sent: the request is over the server\'s limits.'
-        : 'The request failed.');
+    fail_run(r.error, failed_status(r.error));
     if (r.error.status && !built.keys) point_at_error(r.error);
     update_hint();
     return;
@@ -529,6 +616,7 @@ function redraw_all() {
 
 function init() {
   $('controls').addEventListener('submit', run);
+  $('cancel').addEventListener('click', cancel);
   for (const el of document.querySelectorAll('input[name="source"]'))
     el.addEventListener('change', update_source);
   for (const id of ['sentence', 'd-model', 'heads', 'kv-heads', 'padding', 'seed', 'repeat',

@@ -6,9 +6,11 @@
 // analysis figures per head, base64
 // encoding, and a tensor store with refs (real SHA-256 refs) that can be
 // told to forget. It is not a second implementation of the service: no
-// batches, memory, RoPE or ALiBi.
+// batches, memory, RoPE or ALiBi. start_silent is a server that takes
+// POST /attend and never answers.
 
 import crypto from 'node:crypto';
+import http from 'node:http';
 
 function f32_bytes(flat) {
   const buf = Buffer.alloc(flat.length * 4);
@@ -232,4 +234,31 @@ export async function route_stub(page, stub) {
     const r = stub.handle(route.request().postData() ?? '');
     await route.fulfill({ status: r.status, contentType: 'application/json', body: r.body });
   });
+}
+
+// A server that takes POST /attend and never answers, as a stopped attnd
+// or a hung proxy does, and passes every other request to upstream (a
+// real attnd: the page, its modules, /limits). Resolves to { base, posts:
+// () => POSTs taken, close() }.
+export function start_silent(upstream) {
+  const waiting = new Set();
+  let posts = 0;
+  const server = http.createServer(async (req, res) => {
+    if (req.method === 'POST' && req.url.endsWith('/attend')) {
+      posts++;
+      waiting.add(res);
+      req.resume();
+      return;
+    }
+    const r = await fetch(upstream + req.url, { method: req.method });
+    res.writeHead(r.status, { 'Content-Type': r.headers.get('content-type') ?? 'application/octet-stream' });
+    res.end(Buffer.from(await r.arrayBuffer()));
+  });
+  const close = () => new Promise((resolve) => {
+    for (const res of waiting) res.destroy();
+    server.closeAllConnections();
+    server.close(resolve);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () =>
+    resolve({ base: `http://127.0.0.1:${server.address().port}`, posts: () => posts, close })));
 }

@@ -11,14 +11,15 @@
 // width (no sideways scroll, maps above their figures, tick labels
 // apart, radios beside their text), no maps or download of an older answer after a failed run,
 // requests over the server's limits (from GET /limits) refused in the form
-// with their size and the limit, a 413's flag said as what to change, no
+// with their size and the limit, a 413's flag said as what to change, a
+// service that never answers (seconds counted, Cancel, the timeout), no
 // console errors,
 // no request to another origin.
 // Environment: ATTND_BIN (required) the server binary.
 
 import { checker, start_server, launch, close, watch, tooltip_weight, tooltip_number, hover_cell,
   plot_variety, run_page, cell_rgb, is_masked_grey, set_form, tick_collisions, select_overflow } from './lib.mjs';
-import { make_stub, route_stub, ref_of } from './stub.mjs';
+import { make_stub, route_stub, ref_of, start_silent } from './stub.mjs';
 
 const c = checker();
 const check = c.check;
@@ -624,6 +625,58 @@ async function hidpi_checks(base) {
   }
 }
 
+// A service that takes the request and never answers: while the page
+// waits, the status counts the seconds and a Cancel button (focused when
+// Run was) stops the wait; the timeout (2 s here by ?timeout=2; 120 s by
+// default) ends it with an error that says the service did not answer.
+async function silent_checks(base) {
+  const silent = await start_silent(base);
+  const ctx = await launch(1);
+  try {
+    const page = ctx.context.pages()[0] ?? await ctx.context.newPage();
+    const w = watch(page, silent.base);
+    await page.goto(`${silent.base}/`);
+    await page.waitForSelector('body[data-limits]');
+    await page.click('#run');
+    const cancel = page.getByRole('button', { name: 'Cancel request' });
+    await cancel.waitFor();
+    await page.waitForFunction(() => / [1-9] s$/.test(document.getElementById('status').textContent));
+    const waiting = await page.textContent('#status');
+    check(silent.posts() === 1 && await page.isDisabled('#run') &&
+      /^Sending to POST \/attend .*\u2026 [1-9] s$/.test(waiting),
+    'a service that never answers: Run waits disabled and the status counts the seconds', waiting);
+    check(await page.evaluate(() => document.activeElement.id) === 'cancel',
+      'the Cancel button appears, with the focus Run had');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#error:not([hidden])');
+    const told = await page.textContent('#error');
+    check(await page.getAttribute('#error', 'data-code') === 'cancelled' &&
+      /you cancelled the request after \d+ s, before the service answered/.test(told) &&
+      /^Cancelled/.test(await page.textContent('#status')),
+    'Enter on Cancel stops the wait: the error box and the status say it was cancelled', told);
+    check(await page.isEnabled('#run') && await cancel.isHidden() &&
+      await page.evaluate(() => document.activeElement.id) === 'run',
+    'after Cancel, Run is back (with the focus) and Cancel gone');
+
+    await page.goto(`${silent.base}/?timeout=2`);
+    await page.waitForSelector('body[data-limits]');
+    const t0 = Date.now();
+    await page.click('#run');
+    await page.waitForSelector('#error:not([hidden])', { timeout: 10000 });
+    const ms = Date.now() - t0;
+    const late = await page.textContent('#error');
+    check(await page.getAttribute('#error', 'data-code') === 'timeout' && ms >= 2000 &&
+      /the service did not answer within 2 s/.test(late) && /within 2 s/.test(await page.textContent('#status')),
+    `with ?timeout=2 the page gives up after ${ms} ms and says the service did not answer`, late);
+    check(await page.isEnabled('#run') && await cancel.isHidden(), 'after the timeout, Run is back and Cancel gone');
+    check(w.console.length + w.errors.length + w.foreign.length === 0, 'a silent service: no errors, no other origin',
+      [...w.console, ...w.errors, ...w.foreign].join(' | '));
+  } finally {
+    await close(ctx);
+    await silent.close();
+  }
+}
+
 async function main() {
   const server = await start_server(process.env.ATTND_BIN);
   const { base } = server;
@@ -662,6 +715,9 @@ async function main() {
     c.group = 'narrow';
     console.log('narrow screen');
     await narrow_checks(base);
+    c.group = 'silent';
+    console.log('a service that does not answer');
+    await silent_checks(base);
     c.group = 'hygiene';
     check(w.console.length === 0, 'no console errors', w.console.join(' | '));
     check(w.errors.length === 0, 'no uncaught page errors', w.errors.join(' | '));
