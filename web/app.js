@@ -361,7 +361,7 @@ async function send(built, signal) {
     return plain(JSON.stringify(built.req));
   }
   let sent = with_refs(built.req);
-  say(`Sending to POST /attend (${plural(sent.refs.length, 'tensor')} as refs)\u2026`);
+  say(`Sending to POST /attend (${sent.refs.length ? plural(sent.refs.length, 'tensor') : 'no tensors'} as refs)\u2026`);
   let r = await post(JSON.stringify(sent.req));
   let retried = false;
   if (!r.ok && r.error.code === 'unknown_ref') {
@@ -391,6 +391,15 @@ function note_held(keys, ptrs, layered) {
   });
 }
 
+// Resolves once the page has painted what was just changed, or after
+// 100 ms in a hidden tab, where frames wait.
+function painted() {
+  return new Promise((resolve) => {
+    requestAnimationFrame(() => setTimeout(resolve, 0));
+    setTimeout(resolve, 100);
+  });
+}
+
 // This server's limits, asked for once at load (init); settles either
 // way, after which document.body.dataset.limits says where they came
 // from: 'server' or 'default'.
@@ -401,17 +410,23 @@ async function run(event) {
   // A run started before the limits came would judge it by the defaults.
   await limits_loaded;
   clear_error();
+  const button = $('run');
+  const from_run = document.activeElement === button;
+  button.disabled = true;
+  // A large request holds the tab for seconds while it is built: say so,
+  // and let the page show it, before.
+  set_status('Building the request\u2026');
+  await painted();
   let built;
   try {
     built = build_request();
   } catch (e) {
+    button.disabled = false;
+    if (from_run) button.focus();
     const err = { status: 0, code: e.code ?? 'form', message: e.message, field: '' };
     fail_run(err, failed_status(err));
     return;
   }
-  const button = $('run');
-  const from_run = document.activeElement === button;
-  button.disabled = true;
   const { r, refs, retried } = await send(built, take_off(from_run));
   land();
   document.body.dataset.refsSent = String(refs.length);

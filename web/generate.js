@@ -153,6 +153,40 @@ export function estimate_request(p, opts = {}) {
   };
 }
 
+// The weights of the last request built, by tensor_keys() layer key:
+// running the same weights on a new sentence then neither draws them again
+// (1.4 s at d_model 1280) nor, as they are the same arrays, hashes them
+// again for refs (store.js remembers fingerprints by array). Nothing
+// changes a built request's tensors. Only the last request's are kept, so
+// the cache holds no more than that request already does.
+let weight_cache = new Map();
+
+// Layer l's weights for p, drawn from the seed or taken from the cache;
+// kept, with the key, in next (the cache after this request).
+function layer_weights(p, l, key, next) {
+  const w = weight_cache.get(key) ?? draw_weights(p, l);
+  next.set(key, w);
+  return w;
+}
+
+// Layer 0's weights come from the seed alone (as before layers existed),
+// layer l's from the seed and l.
+function draw_weights(p, l) {
+  const d = p.d_model;
+  const h = p.heads;
+  const g = p.kv_heads;
+  const dk = Math.floor(d / h);
+  const rand = mulberry32((p.seed ^ 0x9e3779b9 ^ Math.imul(l, 0x85ebca6b)) >>> 0);
+  const sd = 1 / Math.sqrt(d);
+  const gains = [];
+  for (let i = 0; i < h; i++) gains.push(0.6 + 3 * rand());
+  const w_q = matrix(d, h * dk, (_, c) => gaussian(rand) * sd *
+    gains[Math.floor(c / dk)]);
+  const w_k = matrix(d, g * dk, () => gaussian(rand) * sd);
+  const w_v = matrix(d, g * dk, () => gaussian(rand) * sd);
+  return { w_q, w_k, w_v };
+}
+
 // Builds the request object. Shapes: x [n][d_model], w_q [d_model][h*d_k],
 // w_k and w_v [d_model][g*d_k], with d_k = floor(d_model / h).
 //
@@ -185,20 +219,9 @@ export function generate_request(p) {
     return e + 0.7 * pos;
   });
 
-  // Layer 0's weights come from the seed alone (as before layers existed),
-  // layer l's from the seed and l.
-  const weights = (l) => {
-    const rand = mulberry32((p.seed ^ 0x9e3779b9 ^ Math.imul(l, 0x85ebca6b)) >>> 0);
-    const sd = 1 / Math.sqrt(d);
-    const gains = [];
-    for (let i = 0; i < h; i++) gains.push(0.6 + 3 * rand());
-    const w_q = matrix(d, h * dk, (_, c) => gaussian(rand) * sd *
-      gains[Math.floor(c / dk)]);
-    const w_k = matrix(d, g * dk, () => gaussian(rand) * sd);
-    const w_v = matrix(d, g * dk, () => gaussian(rand) * sd);
-    return { w_q, w_k, w_v };
-  };
-
+  const keys = tensor_keys(p).layers;
+  const next = new Map();
+  const weights = (l) => layer_weights(p, l, keys[l], next);
   const req = {
     x,
     num_heads: h,
@@ -221,12 +244,26 @@ export function generate_request(p) {
   if (p.alibi) req.alibi = true;
   if (p.window_left !== null) req.window = { left: p.window_left };
   if (p.softcap !== null) req.softcap = p.softcap;
+  weight_cache = next;
   return req;
 }
+
+// to_tensor()'s answers by array: cached weights are encoded once, and as
+// the same tensor objects their fingerprints are not computed again.
+const tensors = new WeakMap();
 
 // Little-endian float32 bytes of a nested numeric array, as a contract
 // tensor object {dtype, shape, data}.
 export function to_tensor(nested) {
+  let t = tensors.get(nested);
+  if (!t) {
+    t = encode_tensor(nested);
+    tensors.set(nested, t);
+  }
+  return t;
+}
+
+function encode_tensor(nested) {
   const shape = [];
   for (let a = nested; Array.isArray(a); a = a[0]) shape.push(a.length);
   const flat = nested.flat(shape.length - 1);

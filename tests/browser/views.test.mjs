@@ -5,7 +5,9 @@
 // Checks: the model view of 3 layers (thumbnails, click to open, rollout),
 // base64 layers, the neuron view against q and k, the norm-based toggle,
 // a window's masked keys drawn grey, tensor-store refs on the second run
-// and the inline retry on unknown_ref, refs kept across a change of wire
+// (the status saying "Building the request..." first, and "no tensors as
+// refs" on the first), the same weights kept for a new sentence, and the
+// inline retry on unknown_ref, refs kept across a change of wire
 // format, a 300-token map (pixels pool
 // cells), device scale factor 2 on every kind of canvas, a phone's
 // width (no sideways scroll, maps above their figures, tick labels
@@ -201,9 +203,11 @@ async function mask_and_long_checks(page) {
 async function store_checks(page, stub) {
   await page.check('#source-generate');
   await page.fill('#seed', '7'); // weights no earlier step sent
-  await run_page(page, true);
+  const said = await statuses_of(page, () => run_page(page, true));
   const first = JSON.parse(stub.bodies.at(-1));
   check(first.store === true && Array.isArray(first.w_q), 'the first run sends tensors inline with store: true');
+  check(said[0] === 'Building the request\u2026' && /^Sending to POST \/attend \(no tensors as refs\)\u2026/.test(said[1]),
+    'the status says the request is being built, then "no tensors as refs" while it is sent', JSON.stringify(said));
   await run_page(page, true);
   const second = JSON.parse(stub.bodies.at(-1));
   check(['x', 'w_q', 'w_k', 'w_v'].every((f) => second[f]?.ref === ref_of(first[f])),
@@ -214,6 +218,18 @@ async function store_checks(page, stub) {
   const third = JSON.parse(stub.bodies.at(-1));
   check(Array.isArray(third.x) && ['w_q', 'w_k', 'w_v'].every((f) => third[f]?.ref),
     'a new sentence sends only x inline, the weights as refs');
+  const kept = await page.evaluate(async () => {
+    const { generate_request } = await import('./generate.js');
+    const p = { sentence: 'a b c', d_model: 16, heads: 2, kv_heads: 2, mask: 'none', padding: 0, seed: 9,
+      repeat: 1, layers: 1, rope: false, alibi: false, window_left: null, softcap: null };
+    const a = generate_request(p);
+    const b = generate_request({ ...p, sentence: 'another sentence', mask: 'causal' });
+    const c = generate_request({ ...p, kv_heads: 1 });
+    return { same: a.w_q === b.w_q && a.w_v === b.w_v, x: a.x !== b.x, other: c.w_q !== b.w_q };
+  });
+  check(kept.same && kept.x && kept.other,
+    'the same weights on a new sentence are the arrays already built, not drawn (nor hashed) again; new KV heads, new weights',
+    JSON.stringify(kept));
   // The store forgets w_k: 422 unknown_ref, then the page sends it inline.
   stub.forget(ref_of(first.w_k));
   const before = stub.bodies.length;
@@ -241,6 +257,24 @@ async function store_checks(page, stub) {
   await page.setChecked('#use-store', true);
   await page.fill('#seed', '42');
   await page.fill('#sentence', 'The animal didn\'t cross the street because it was tired');
+}
+
+// The texts the status line shows while fn runs, in order, without the
+// seconds a waiting run counts.
+async function statuses_of(page, fn) {
+  await page.evaluate(() => {
+    window.status_seen = [];
+    window.status_watch = new MutationObserver(() => {
+      const text = document.getElementById('status').firstChild?.textContent ?? '';
+      if (text && window.status_seen.at(-1) !== text) window.status_seen.push(text);
+    });
+    window.status_watch.observe(document.getElementById('status'), { childList: true, characterData: true, subtree: true });
+  });
+  await fn();
+  return page.evaluate(() => {
+    window.status_watch.disconnect();
+    return window.status_seen;
+  });
 }
 
 // After a failed run nothing of the run before it is left: no maps under
