@@ -11,9 +11,9 @@ import { effective_request, uneven_rows, mask_reader } from './masks.js';
 import { with_refs, remember, forget_all } from './store.js';
 import { judge_generated, judge_json, judge_body, advice_for, load_limits } from './limits.js';
 import { render_heads, draw_line_heads, redraw_lines, attach_lines, open_zoom, download,
-  hide_tooltip, LINE_HEADS } from './views.js';
+  hide_tooltip, attach_tooltip, LINE_HEADS } from './views.js';
 import { render_model } from './model.js';
-import { render_neuron } from './neuron.js';
+import { render_neuron, attach_neuron } from './neuron.js';
 import { index_of_byte, locate } from './locate.js';
 
 // -- form --------------------------------------------------------------------
@@ -721,6 +721,8 @@ function init() {
   };
   watch_dpr();
   attach_lines();
+  attach_neuron();
+  attach_tooltip();
   update_source();
   update_hint();
   limits_loaded = load_limits().then((from) => {

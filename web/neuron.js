@@ -7,7 +7,7 @@
 
 import { $, state, token, fixed } from './state.js';
 import { tensor_of, slice_of } from './api.js';
-import { kv_head_of } from './views.js';
+import { kv_head_of, show_tooltip, hide_tooltip, pin_tooltip, track_touch } from './views.js';
 
 // Diverging colour of v in [-1, 1]: blue below zero, red above, white at 0.
 function diverging(v) {
@@ -80,7 +80,7 @@ export function render_neuron() {
   box.replaceChildren();
   $('neuron-caption').textContent = `Query ${token(rows, qi)}, key ${token(cols, kj)}: ` +
     `score = ${fmt(scale)} \u00d7 (q \u00b7 k), d_k = ${d}. ` +
-    'Cells: red positive, blue negative, each row scaled to its largest magnitude; hover a cell for its value.';
+    'Cells: red positive, blue negative, each row scaled to its largest magnitude; hover or tap a cell for its values.';
   for (let i = 0; i < h; i++) {
     const g = kv_head_of(i);
     const qv = v.q.values.subarray((i * n + qi) * d, (i * n + qi + 1) * d);
@@ -124,7 +124,6 @@ export function render_neuron() {
         cell.dataset.dim = String(c);
         cell.dataset.value = String(vec[c]);
         cell.style.background = diverging(mx > 0 ? vec[c] / mx : 0);
-        cell.title = `${name === 'prod' ? 'q\u2218k' : name}[${c}] = ${fmt(vec[c])}`;
         row.append(cell);
       }
       strip.append(row);
@@ -132,4 +131,36 @@ export function render_neuron() {
     el.append(strip);
     box.append(el);
   }
+}
+
+// A dimension's values, as a cell of it (q, k or product) tells them.
+function describe_dim(cell) {
+  const head = cell.closest('.neuron-head');
+  const d = cell.dataset.dim;
+  const value = (row) => fmt(Number(head.querySelector(`[data-row="${row}"] [data-dim="${d}"]`).dataset.value));
+  return `head ${head.dataset.neuronHead} \u00b7 dim ${d}: q ${value('q')} \u00b7 k ${value('k')} \u00b7 ` +
+    `q\u2218k ${value('prod')}`;
+}
+
+// The values of the cell pointed at, in the maps' tooltip: hovered with a
+// mouse, tapped on a touch screen (where a title attribute never shows).
+export function attach_neuron() {
+  const box = $('neuron-heads');
+  const cell_of = (e) => e.target.closest('.neuron-cell');
+  box.addEventListener('pointermove', (e) => {
+    if (e.pointerType === 'touch') return;
+    const cell = cell_of(e);
+    if (cell) show_tooltip(describe_dim(cell), e.clientX, e.clientY);
+    else hide_tooltip();
+  });
+  box.addEventListener('pointerleave', (e) => {
+    if (e.pointerType !== 'touch') hide_tooltip();
+  });
+  const last = track_touch(box);
+  box.addEventListener('click', (e) => {
+    const cell = cell_of(e);
+    if (!last.touch || !cell) return;
+    show_tooltip(describe_dim(cell), e.clientX, e.clientY, true);
+    pin_tooltip(box, cell);
+  });
 }

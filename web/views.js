@@ -207,54 +207,115 @@ export function render_heads() {
 
 // -- hover, keyboard and tooltip -------------------------------------------------
 
-function show_tooltip(text, x, y) {
+// Shows text beside client position (x, y): below and right of a mouse
+// pointer, above a finger (touch), which hides what is under and below it;
+// moved in where it would leave the window.
+export function show_tooltip(text, x, y, touch = false) {
   const tip = $('tooltip');
   tip.textContent = text;
   tip.hidden = false;
   const pad = 14;
   const r = tip.getBoundingClientRect();
   let left = x + pad;
-  let top = y + pad;
+  let top = touch ? y - 2 * pad - r.height : y + pad;
   if (left + r.width > window.innerWidth - 4) left = Math.max(4, x - pad - r.width);
+  if (top < 4) top = y + 2 * pad;
   if (top + r.height > window.innerHeight - 4) top = Math.max(4, y - pad - r.height);
   tip.style.left = `${left}px`;
   tip.style.top = `${top}px`;
 }
 
+// What a tap on a touch screen showed, { owner: the element tapped, what:
+// the cell or dimension in it }, or null. Such a tooltip stays until a tap
+// elsewhere: a finger has no hover to keep it up, and chromium's mouse
+// events after a tap (a mouseleave among them) would hide it at once.
+let pinned = null;
+
+export function pin_tooltip(owner, what) {
+  pinned = { owner, what };
+}
+
+function pinned_to(owner, what) {
+  return pinned !== null && pinned.owner === owner && pinned.what === what;
+}
+
 export function hide_tooltip() {
   $('tooltip').hidden = true;
+  pinned = null;
+}
+
+// A tap outside what showed the tooltip hides it, and so does a scroll
+// (of the page or of a box in it), which would leave it beside nothing.
+export function attach_tooltip() {
+  document.addEventListener('pointerdown', (e) => {
+    if (pinned && !pinned.owner.contains(e.target)) hide_tooltip();
+  }, true);
+  document.addEventListener('scroll', () => {
+    if (pinned) hide_tooltip();
+  }, { capture: true, passive: true });
+}
+
+// Whether the pointer pressed last on el was a finger: a tap's click then
+// reads a cell rather than acting as a mouse's click does.
+export function track_touch(el) {
+  const t = { touch: false };
+  el.addEventListener('pointerdown', (e) => { t.touch = e.pointerType === 'touch'; });
+  return t;
 }
 
 // describe(i, j) gives the tooltip; on_cell(i, j) is told of every cell
-// hovered (the token view follows the query row of attention maps).
+// pointed at (the token view follows the query row of attention maps). A
+// mouse hovers a cell to read it and clicks to enlarge; a finger taps a
+// cell to read it and taps it again to enlarge.
 export function attach_hover(canvas, describe_cell, enlarge, on_cell = follow_query) {
-  const show_cell = (c, x, y) => {
+  const show_cell = (c, x, y, touch) => {
     set_cursor(canvas, c);
-    show_tooltip(describe_cell(c.i, c.j), x, y);
+    show_tooltip(describe_cell(c.i, c.j), x, y, touch);
     on_cell?.(c.i, c.j);
   };
-  canvas.addEventListener('mousemove', (e) => {
-    const c = cell_at(canvas, e.clientX, e.clientY);
-    if (!c) {
-      set_cursor(canvas, null);
-      // Over a key's label: the token view shows who attends to it.
-      const j = on_cell === follow_query ? column_at(canvas, e.clientX, e.clientY) : null;
-      if (j === null) {
-        hide_tooltip();
-        return;
-      }
-      show_tooltip(`key ${token(state.cols, j)}: the token view shows the queries that attend to it most`,
-        e.clientX, e.clientY);
-      follow_key(j);
-      return;
+  // Shows what is at (x, y): a cell, a key's label or nothing; returns
+  // the cell's "i,j", or null.
+  const point = (x, y, touch) => {
+    const c = cell_at(canvas, x, y);
+    if (c) {
+      show_cell(c, x, y, touch);
+      return `${c.i},${c.j}`;
     }
-    show_cell(c, e.clientX, e.clientY);
+    set_cursor(canvas, null);
+    // Over a key's label: the token view shows who attends to it.
+    const j = on_cell === follow_query ? column_at(canvas, x, y) : null;
+    if (j === null) {
+      hide_tooltip();
+      return null;
+    }
+    show_tooltip(`key ${token(state.cols, j)}: the token view shows the queries that attend to it most`,
+      x, y, touch);
+    follow_key(j);
+    return null;
+  };
+  canvas.addEventListener('pointermove', (e) => {
+    if (e.pointerType !== 'touch') point(e.clientX, e.clientY, false);
   });
-  canvas.addEventListener('mouseleave', () => {
+  // A finger lifted leaves too: what its tap showed stays.
+  canvas.addEventListener('pointerleave', (e) => {
+    if (e.pointerType === 'touch') return;
     set_cursor(canvas, null);
     hide_tooltip();
   });
-  canvas.addEventListener('click', enlarge);
+  const last = track_touch(canvas);
+  canvas.addEventListener('click', (e) => {
+    if (!last.touch) {
+      enlarge();
+      return;
+    }
+    const c = cell_at(canvas, e.clientX, e.clientY);
+    if (c && pinned_to(canvas, `${c.i},${c.j}`)) {
+      enlarge();
+      return;
+    }
+    const what = point(e.clientX, e.clientY, true);
+    if (what !== null || !$('tooltip').hidden) pin_tooltip(canvas, what);
+  });
   canvas.addEventListener('blur', () => {
     set_cursor(canvas, null);
     hide_tooltip();
@@ -298,6 +359,7 @@ function follow_query(i) {
 
 export function open_zoom(title, values, hidden, head, file) {
   const dlg = $('zoom');
+  hide_tooltip();
   $('zoom-title').textContent = title;
   dlg.dataset.layer = state.layers ? String(state.layer) : '';
   dlg.dataset.head = head === null ? '' : String(head);

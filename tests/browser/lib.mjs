@@ -73,9 +73,9 @@ export async function start_server(bin, extra_args = []) {
 }
 
 // A persistent chromium context (so downloads work) with the given
-// device scale factor and viewport (CSS pixels); returns
-// { context, user_dir }.
-export async function launch(scale = 1, viewport = { width: 1400, height: 1000 }) {
+// device scale factor and viewport (CSS pixels), and other options of
+// playwright's (hasTouch: a touch screen); returns { context, user_dir }.
+export async function launch(scale = 1, viewport = { width: 1400, height: 1000 }, options = {}) {
   const user_dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnd-chromium-'));
   const context = await chromium.launchPersistentContext(user_dir, {
     executablePath: CHROMIUM,
@@ -84,6 +84,7 @@ export async function launch(scale = 1, viewport = { width: 1400, height: 1000 }
     viewport,
     deviceScaleFactor: scale,
     acceptDownloads: true,
+    ...options,
   });
   context.setDefaultTimeout(30000);
   return { context, user_dir };
@@ -128,10 +129,10 @@ export function tooltip_number(text, label = '(?:weight|divergence|share)') {
 
 export const tooltip_weight = (text) => tooltip_number(text);
 
-// Moves the mouse over cell (i, j) of the canvas matched by selector, using
-// the layout the page publishes in data-* attributes (backing-store
-// pixels); returns the tooltip's text.
-export async function hover_cell(page, selector, i, j) {
+// The client position of cell (i, j) of the canvas matched by selector,
+// scrolled into sight, from the layout the page publishes in data-*
+// attributes (backing-store pixels).
+async function cell_point(page, selector, i, j) {
   const canvas = page.locator(selector);
   await canvas.scrollIntoViewIfNeeded();
   const box = await canvas.boundingBox();
@@ -139,9 +140,24 @@ export async function hover_cell(page, selector, i, j) {
   const s = box.width / d.width;
   const cw = Number(d.cell);
   const ch = Number(d.cellHeight ?? d.cell);
-  await page.mouse.move(inside(box.x + (Number(d.plotLeft) + j * cw) * s, cw * s),
-    inside(box.y + (Number(d.plotTop) + i * ch) * s, ch * s));
+  return { x: inside(box.x + (Number(d.plotLeft) + j * cw) * s, cw * s),
+    y: inside(box.y + (Number(d.plotTop) + i * ch) * s, ch * s) };
+}
+
+// Moves the mouse over cell (i, j) of the canvas matched by selector;
+// returns the tooltip's text.
+export async function hover_cell(page, selector, i, j) {
+  const p = await cell_point(page, selector, i, j);
+  await page.mouse.move(p.x, p.y);
   return (await page.textContent('#tooltip')) ?? '';
+}
+
+// Taps cell (i, j) with a finger (a context with hasTouch); returns the
+// point tapped.
+export async function tap_cell(page, selector, i, j) {
+  const p = await cell_point(page, selector, i, j);
+  await page.touchscreen.tap(p.x, p.y);
+  return p;
 }
 
 // A client coordinate in [start, start + size): the centre, or for a cell

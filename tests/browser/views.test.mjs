@@ -11,7 +11,9 @@
 // format, a 300-token map (pixels pool
 // cells), device scale factor 2 on every kind of canvas, a phone's
 // width (no sideways scroll, maps above their figures, tick labels
-// apart, radios beside their text), no maps or download of an older answer after a failed run,
+// apart, radios beside their text), a touch screen (a tap reads a cell and
+// the tooltip stays, a second tap enlarges, neuron values on a tap), no
+// maps or download of an older answer after a failed run,
 // requests over the server's limits (from GET /limits) refused in the form
 // with their size and the limit, a 413's flag said as what to change, a
 // service that never answers (seconds counted, Cancel, the timeout), no
@@ -19,7 +21,7 @@
 // no request to another origin.
 // Environment: ATTND_BIN (required) the server binary.
 
-import { checker, start_server, launch, close, watch, tooltip_weight, tooltip_number, hover_cell,
+import { checker, start_server, launch, close, watch, tooltip_weight, tooltip_number, hover_cell, tap_cell,
   plot_variety, run_page, cell_rgb, is_masked_grey, set_form, tick_collisions, select_overflow } from './lib.mjs';
 import { make_stub, route_stub, ref_of, start_silent } from './stub.mjs';
 
@@ -659,6 +661,61 @@ async function hidpi_checks(base) {
   }
 }
 
+// A touch screen at a phone's width: a tap on a cell shows its tooltip,
+// above the finger, and it stays (chromium's mouseleave after a tap must
+// not hide it); a second tap on that cell enlarges the map, where a tap
+// reads a cell the same way; a tap elsewhere hides the tooltip; a tap on a
+// neuron-view cell shows that dimension's q, k and product.
+async function touch_checks(base) {
+  const ctx = await launch(1, { width: 375, height: 740 }, { hasTouch: true });
+  const ZOOM = '#zoom[open] canvas[data-view="zoom"]';
+  try {
+    const page = ctx.context.pages()[0] ?? await ctx.context.newPage();
+    const w = watch(page, new URL(base).origin);
+    const stub = make_stub();
+    await route_stub(page, stub);
+    await page.goto(`${base}/`);
+    const sent = JSON.parse(await run_page(page, true));
+    const a = JSON.parse(stub.handle(JSON.stringify({ ...sent, store: false })).body).attention;
+    // Time for whatever chromium sends after a tap.
+    const shown = async () => {
+      await page.waitForTimeout(300);
+      return await page.isVisible('#tooltip') ? await page.textContent('#tooltip') : '(hidden)';
+    };
+    const at = await tap_cell(page, HEAD(1), 7, 1);
+    const tip = await shown();
+    check(tooltip_weight(tip) === a[1][7][1].toFixed(4) && await page.locator('#zoom[open]').count() === 0,
+      'touch: a tap on a cell shows its weight and the tooltip stays; the map is not enlarged', tip);
+    const r = await page.locator('#tooltip').boundingBox();
+    check(r && r.x >= 0 && r.x + r.width <= 375 && r.y + r.height <= at.y,
+      'touch: the tooltip is inside the screen, above the finger', JSON.stringify({ r, at }));
+    await tap_cell(page, HEAD(1), 7, 1);
+    check(await page.locator('#zoom[open]').count() === 1 && await page.getAttribute('#zoom', 'data-head') === '1',
+      'touch: a second tap on the same cell enlarges the map');
+    await tap_cell(page, ZOOM, 3, 2);
+    const zoom_tip = await shown();
+    check(tooltip_weight(zoom_tip) === a[1][3][2].toFixed(4),
+      'touch: in the enlarged map a tap reads a cell and the tooltip stays', zoom_tip);
+    await page.locator('#zoom-title').tap();
+    check(await page.isHidden('#tooltip'), 'touch: a tap elsewhere hides the tooltip');
+    await page.locator('#zoom-close').tap();
+
+    const cell = (row) => page.locator(`[data-neuron-head="2"] [data-row="${row}"] [data-dim="3"]`);
+    await cell('k').tap();
+    const dim = await shown();
+    const value = async (row) => Number(await cell(row).getAttribute('data-value')).toFixed(3);
+    const want = `head 2 \u00b7 dim 3: q ${await value('q')} \u00b7 k ${await value('k')} \u00b7 q\u2218k ${await value('prod')}`;
+    check(dim === want, 'touch: a tap on a neuron-view cell shows that dimension\'s q, k and product, and stays',
+      `${dim} | ${want}`);
+    await page.locator('#neuron-caption').tap();
+    check(await page.isHidden('#tooltip'), 'touch: a tap beside the neuron view hides them');
+    check(w.console.length + w.errors.length + w.foreign.length === 0, 'touch: no errors, no other origin',
+      [...w.console, ...w.errors, ...w.foreign].join(' | '));
+  } finally {
+    await close(ctx);
+  }
+}
+
 // A service that takes the request and never answers: while the page
 // waits, the status counts the seconds and a Cancel button (focused when
 // Run was) stops the wait; the timeout (2 s here by ?timeout=2; 120 s by
@@ -749,6 +806,9 @@ async function main() {
     c.group = 'narrow';
     console.log('narrow screen');
     await narrow_checks(base);
+    c.group = 'touch';
+    console.log('touch screen');
+    await touch_checks(base);
     c.group = 'silent';
     console.log('a service that does not answer');
     await silent_checks(base);
