@@ -8,8 +8,8 @@ import { post_attend, attention_of, labels_of, tensor_of, slice_of } from './api
 import { $, state, plural } from './state.js';
 import { resolve_scale } from './scale.js';
 import { effective_request, uneven_rows, mask_reader } from './masks.js';
-import { with_refs, remember, forget_all } from './store.js';
-import { judge_generated, judge_json, judge_body, advice_for, load_limits } from './limits.js';
+import { with_refs, remember, forget_all, unknown_ref } from './store.js';
+import { judge_generated, judge_json, judge_body, advice_for, load_limits, limit_of } from './limits.js';
 import { render_heads, draw_line_heads, redraw_lines, attach_lines, open_zoom, download,
   hide_tooltip, attach_tooltip, LINE_HEADS } from './views.js';
 import { render_model } from './model.js';
@@ -341,7 +341,7 @@ function land() {
 // Sends the request (signal stops it); with the store on, known tensors go
 // as refs, and a 422 unknown_ref (the store forgot one) is answered by
 // sending everything inline once more. Returns { r, refs: pointers sent as
-// refs, retried }.
+// refs, retried: '' or what the status line says of the retry }.
 async function send(built, signal) {
   // A body over the server's limit is not sent: the service would only
   // refuse it after the upload.
@@ -350,7 +350,7 @@ async function send(built, signal) {
     return over ? { ok: false, error: { status: 0, code: 'too_large', message: over, field: '' } }
       : post_attend(text, signal);
   };
-  const plain = async (text) => ({ r: await post(text), refs: [], retried: false });
+  const plain = async (text) => ({ r: await post(text), refs: [], retried: '' });
   if (!built.req) {
     say(`Sending ${kib(built.text.length)} to POST /attend\u2026`);
     return plain(built.text);
@@ -363,14 +363,16 @@ async function send(built, signal) {
   let sent = with_refs(built.req);
   say(`Sending to POST /attend (${sent.refs.length ? plural(sent.refs.length, 'tensor') : 'no tensors'} as refs)\u2026`);
   let r = await post(JSON.stringify(sent.req));
-  let retried = false;
+  let retried = '';
   if (!r.ok && r.error.code === 'unknown_ref') {
+    retried = unknown_ref(sent, r.error.field, limit_of('--tensor-store-bytes'))
+      ? 'the store is too small to keep a tensor and forgot it at once: sent again inline, that tensor inline from now on'
+      : 'the store had forgotten a tensor: sent again inline';
     forget_all();
     held.clear();
     sent = with_refs(built.req);
     say('The store had forgotten a tensor: sending the request again inline\u2026');
     r = await post(JSON.stringify(sent.req));
-    retried = true;
   }
   if (r.ok && built.keys) {
     note_held(built.keys, remember(sent, r.json), Array.isArray(built.req.layers));
@@ -480,7 +482,7 @@ async function run(event) {
       : plural(a.heads, 'map');
     set_status(`HTTP ${r.status}: ${kib(r.text.length)} in ${r.ms.toFixed(0)} ms${server}` +
       (refs.length ? `, ${plural(refs.length, 'tensor')} sent as refs` : '') +
-      (retried ? ' (the store had forgotten a tensor: sent again inline)' : '') + '. ' +
+      (retried ? ` (${retried})` : '') + '. ' +
       `B = ${a.batch}, h = ${a.heads}, n = ${a.n}, m = ${a.m}. ` +
       `Drew ${what} in ${(t1 - t0).toFixed(0)} ms (${(t2 - t0).toFixed(0)} ms to the next frame).`);
     document.body.dataset.renderMs = (t1 - t0).toFixed(1);

@@ -15,6 +15,7 @@ const DEFAULTS = {
   '--max-dim': 16384,
   '--max-batch': 256,
   '--max-heads': 128,
+  '--tensor-store-bytes': 268435456,
 };
 
 const limits = new Map(Object.entries(DEFAULTS).map(([flag, value]) => [flag, { value, learned: false }]));

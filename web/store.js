@@ -5,7 +5,9 @@
 // {"ref": ...} in its place. Re-running the same weights on a new sentence
 // then sends only x. The store may forget anything at any time: on a 422
 // whose code is unknown_ref the caller drops what it knew and sends the
-// request inline again (with store: true, so the refs come back).
+// request inline again (with store: true, so the refs come back). A ref
+// forgotten right after it was stored, by a store too small for the
+// request, is sent inline from then on (unknown_ref()).
 //
 // Values are recognised by what the ref itself is computed from: their
 // float32 values. The same numbers sent as JSON or as a base64 tensor are
@@ -20,6 +22,10 @@ export const TENSOR_FIELDS = ['x', 'memory', 'value', 'w_q', 'w_k', 'w_v', 'w_o'
   'b_q', 'b_k', 'b_v', 'b_o', 'w_qkv', 'b_qkv', 'attn_bias'];
 
 const known = new Map(); // fingerprint -> "sha256:..."
+// Fingerprints of the tensors the last answer named, and of those the store
+// could not keep (sent inline for the rest of the session).
+let fresh = new Set();
+const unkept = new Set();
 
 // The float32 bit patterns of a tensor field, nested numbers or a base64
 // tensor object, as { shape, bits: Uint32Array }; null for anything else.
@@ -99,7 +105,7 @@ function substitute(obj, prefix, fps) {
     const fp = fingerprint(v);
     if (!fp) continue;
     fps.set(`${prefix}/${f}`, fp);
-    const ref = known.get(fp);
+    const ref = unkept.has(fp) ? null : known.get(fp);
     if (ref) {
       obj[f] = { ref };
       done.push(`${prefix}/${f}`);
@@ -128,17 +134,21 @@ export function with_refs(req) {
 }
 
 // Records the refs of a response to a request built by with_refs().
-// Returns the pointers of the request's tensors the store now holds: those
-// the answer named and those sent as refs.
+// Returns the pointers of the request's tensors the store now holds and
+// that later requests will send as refs: those the answer named and those
+// sent as refs, less any the store cannot keep.
 export function remember(sent, resp) {
   const held = new Set(sent.refs);
+  fresh = new Set();
   const note = (refs, ptr_of) => {
     if (!refs || typeof refs !== 'object') return;
     for (const [field, ref] of Object.entries(refs)) {
       if (typeof ref !== 'string' || !ref.startsWith('sha256:')) continue;
       const ptr = ptr_of(field);
-      if (!ptr) continue;
-      known.set(sent.fps.get(ptr), ref);
+      const fp = ptr && sent.fps.get(ptr);
+      if (!fp || unkept.has(fp)) continue;
+      known.set(fp, ref);
+      fresh.add(fp);
       held.add(ptr);
     }
   };
@@ -150,8 +160,34 @@ export function remember(sent, resp) {
   return held;
 }
 
+// Bytes the store counts for the tensors of sent (from with_refs): 4 a
+// value and 256 each (docs/operations.md), each distinct tensor once. A
+// fingerprint begins with the tensor's shape.
+function stored_bytes(sent) {
+  let bytes = 0;
+  for (const fp of new Set(sent.fps.values()))
+    bytes += 4 * fp.split(':')[0].split('x').reduce((a, b) => a * Number(b), 1) + 256;
+  return bytes;
+}
+
+// A 422 unknown_ref for the tensor at JSON pointer ptr of sent (from
+// with_refs), from a store of store_bytes. A ref the answer just before had
+// named, of a request whose tensors the store cannot hold together, was
+// forgotten as the rest were stored, and would be each time: sent by ref it
+// would cost every run a 422 and the whole request again. That tensor goes
+// inline for the rest of the session. Returns whether it was such a ref. A
+// store large enough forgot it for some other reason (other clients'
+// tensors): it is sent by ref again once stored again.
+export function unknown_ref(sent, ptr, store_bytes) {
+  const fp = sent.fps.get(ptr);
+  if (!fp || !fresh.has(fp) || stored_bytes(sent) <= store_bytes) return false;
+  unkept.add(fp);
+  return true;
+}
+
 export function forget_all() {
   known.clear();
+  fresh = new Set();
 }
 
 export function known_count() {

@@ -1,7 +1,8 @@
 // e2e_v2.mjs: the dashboard's v2 views end to end against the real
 // service: the rules of model families change the weights, refs on the
 // second run, the inline retry when a small store forgot them (a second
-// attnd with --tensor-store-bytes 20000), the model view of 3 layers and
+// attnd with --tensor-store-bytes 20000) and the tensors it cannot keep
+// sent inline from then on, the model view of 3 layers and
 // its rollout, the neuron view against the answer's q and k, the
 // norm-based maps, and a layers request uploaded as a file (base64
 // tensors, as the Python client writes it).
@@ -110,6 +111,24 @@ export async function v2_checks(page, base, c) {
         JSON.stringify(bodies.map((b) => Object.keys(b).filter((k) => b[k]?.ref))));
       check(await p2.isHidden('#error') && /sent again inline/.test(await p2.textContent('#status')),
         'the page draws the inline answer and says the store had forgotten a tensor');
+      // The store forgets most of what a run stores at once: each ref it
+      // forgets right after naming it goes inline from then on, so the
+      // runs stop sending every request twice.
+      const posts = [];
+      const said = [];
+      for (let k = 0; k < 6; k++) {
+        const before = bodies.length;
+        await run_page(p2, true);
+        posts.push(bodies.length - before);
+        said.push(await p2.textContent('#status'));
+      }
+      const last = bodies.at(-1);
+      check(posts.at(-1) === 1 && posts.at(-2) === 1 && ['x', 'w_q', 'w_k', 'w_v'].every((f) => Array.isArray(last[f])),
+        'a store too small for the request: within a few runs each run sends once, every tensor inline',
+        JSON.stringify(posts));
+      const told = said.find((t) => /too small/.test(t)) ?? said.join(' | ');
+      check(/too small to keep a tensor and forgot it at once: sent again inline, that tensor inline from now on/.test(told),
+        'the status line says the store is too small to keep that tensor', told);
       check(w.console.length + w.errors.length + w.foreign.length === 0, 'no errors on that page',
         [...w.console, ...w.errors, ...w.foreign].join(' | '));
     } finally {
