@@ -87,10 +87,6 @@ function hash_tensor(value) {
   return `${t.shape.join('x')}:${(a >>> 0).toString(16)}:${(b >>> 0).toString(16)}`;
 }
 
-function is_ref(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v) && typeof v.ref === 'string';
-}
-
 function is_tensor(v) {
   return Array.isArray(v) || (v !== null && typeof v === 'object' && typeof v.data === 'string');
 }
@@ -189,9 +185,3 @@ export function forget_all() {
   known.clear();
   fresh = new Set();
 }
-
-export function known_count() {
-  return known.size;
-}
-
-export { is_ref };
