@@ -121,8 +121,8 @@ static int codec__integer(codec_reader *r, const char *ptr, double least,
 /* A number > 0 that is finite in float32 (scale, softcap, theta, ...),
  * as the float32 the library takes, or with `exact` as read (rope's theta
  * and attention_factor and qk_norm's eps, which the library takes in
- * double: a theta of 10000.5 rounded to float32 would turn the angles at
- * position 10^6 by some 0.06 radians). */
+ * double: a theta of 10000.1, 10000.099609375 in float32, would move q at
+ * position 10^6 by some 1e-3). */
 static int codec__positive_as(codec_reader *r, const char *ptr, int exact,
                               double *out, codec_error *err)
 {
