@@ -1,7 +1,23 @@
-// api.js: POST /attend from the page, and the response's attention maps as
-// flat typed arrays whatever their wire form (nested JSON or base64 tensor).
+// api.js: POST /attend from the page, the extras its Options add to a
+// request, and the response's attention maps as flat typed arrays whatever
+// their wire form (nested JSON or base64 tensor).
 
-// Sends body (a string, sent as is) to ./attend on this page's origin.
+// The extras the Options ask for (want: { analysis, return_qk,
+// value_norms, rollout }, booleans), added to a request object where the
+// request does not say otherwise; the rollout only to a layers request
+// without memory. Returns req, changed.
+export function add_options(req, want) {
+  if (want.analysis && req.analysis == null) req.analysis = true;
+  if (want.return_qk && req.return_qk == null) req.return_qk = true;
+  if (want.value_norms && req.value_norms == null) req.value_norms = true;
+  if (Array.isArray(req.layers) && want.rollout && req.rollout == null &&
+      req.memory == null && !req.layers.some((l) => l && l.memory != null))
+    req.rollout = true;
+  return req;
+}
+
+// Sends body (a string, or a Blob of its UTF-8 bytes; sent as is) to
+// ./attend on this page's origin.
 // Resolves to { ok: true, status, text, json, ms } or
 // { ok: false, error: { status, code, message, field } }; never throws, so
 // the caller always has something to show. signal (an AbortSignal, or

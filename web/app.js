@@ -1,14 +1,15 @@
-// app.js: the dashboard's controller. Reads the form, builds and sends the
-// request (with tensor-store refs when it can), keeps what came back in
-// state.js and has the views draw it. Everything stays on this page's
-// origin.
+// app.js: the dashboard's controller. Reads the form, builds the request
+// (a generated one in build_worker.js) and sends it (with tensor-store refs
+// when it can), keeps what came back in state.js and has the views draw
+// it. Everything stays on this page's origin.
 
-import { generate_request, check_params, as_base64, tokenize, estimate_request, tensor_keys } from './generate.js';
-import { post_attend, attention_of, labels_of, tensor_of, slice_of } from './api.js';
+import { generate_request, check_params, tokenize, estimate_request, tensor_keys } from './generate.js';
+import { post_attend, add_options, attention_of, labels_of, tensor_of, slice_of } from './api.js';
 import { $, state, plural } from './state.js';
 import { resolve_scale } from './scale.js';
 import { effective_request, uneven_rows, mask_reader } from './masks.js';
-import { with_refs, remember, forget_all, unknown_ref } from './store.js';
+import { with_refs, ref_table, remember, forget_all, unknown_ref } from './store.js';
+import { build } from './build.js';
 import { judge_generated, judge_json, judge_body, advice_for, load_limits, limit_of } from './limits.js';
 import { render_heads, draw_line_heads, redraw_lines, attach_lines, open_zoom, download,
   hide_tooltip, attach_tooltip, LINE_HEADS } from './views.js';
@@ -100,36 +101,48 @@ function update_hint() {
     (rules.length ? `; ${rules.join(', ')}` : '');
 }
 
-// The extras the Options ask for, added to a request object where the
-// request does not say otherwise.
-function add_options(req) {
-  if ($('want-analysis').checked && req.analysis == null) req.analysis = true;
-  if ($('want-qk').checked && req.return_qk == null) req.return_qk = true;
-  if ($('want-norms').checked && req.value_norms == null) req.value_norms = true;
-  if (Array.isArray(req.layers) && $('want-rollout').checked && req.rollout == null &&
-      req.memory == null && !req.layers.some((l) => l && l.memory != null))
-    req.rollout = true;
-  return req;
+// What the Options ask for, for add_options().
+function wanted() {
+  return { analysis: $('want-analysis').checked, return_qk: $('want-qk').checked,
+    value_norms: $('want-norms').checked, rollout: $('want-rollout').checked };
 }
 
-// The request as { req: object, cross, top_k } or { text } when the pasted
-// text does not parse; throws an Error whose message is shown.
-function build_request() {
+// What keeps the form's request from being built, as an Error whose
+// message is shown, or null. Checked before any work: a request over the
+// server's limits would take seconds to build only to be refused.
+function form_error() {
+  if (source() === 'json')
+    return $('request-json').value.trim() === '' ? new Error('the request JSON box is empty') : null;
+  const p = form_params();
+  const bad = check_params(p);
+  if (bad) return new Error(bad);
+  const over = judge_form(p).over;
+  return over ? Object.assign(new Error(over), { code: 'too_large' }) : null;
+}
+
+// The request of a form without form_error(), as { req: object, cross,
+// top_k, by_ref: whether it goes with refs (the store used), sent: its
+// body, as with_refs() gives it with body, the JSON to send (a string, or
+// a Blob), again(): a promise of sent with the refs known then (after
+// an unknown_ref) }, and keys (its tensor_keys()) when generated; or
+// { text } when the pasted text does not parse. Rejects with an Error
+// whose message is shown, or with signal's reason when it aborts.
+async function build_request(signal) {
   const b64 = $('encoding').value === 'base64';
+  const store = $('use-store').checked;
   if (source() === 'generate') {
     const p = form_params();
-    const bad = check_params(p);
-    if (bad) throw new Error(bad);
-    // Before any work: a request over the server's limits would freeze
-    // the tab for seconds only to be refused.
-    const over = judge_form(p).over;
-    if (over) throw Object.assign(new Error(over), { code: 'too_large' });
-    let req = add_options(generate_request(p));
-    if (b64) req = as_base64(req);
-    return { req, cross: false, top_k: false, keys: tensor_keys(p) };
+    // Built, fingerprinted and written in build_worker.js, where the
+    // tensors stay: the page keeps the rest of the request.
+    const ask = (msg) => build({ ...msg, refs: store ? ref_table() : null }, signal);
+    const sent = await ask({ p, b64, want: wanted() });
+    return { req: sent.req, cross: false, top_k: false, by_ref: store, sent, again: () => ask({}),
+      keys: tensor_keys(p) };
   }
   const text = $('request-json').value;
-  if (text.trim() === '') throw new Error('the request JSON box is empty');
+  // A pasted request is parsed and written here, on the page: let the
+  // status line show first.
+  await painted();
   // Text that does not parse goes out unchanged so the service itself says
   // where it breaks (invalid_json with line and column).
   let req;
@@ -147,9 +160,16 @@ function build_request() {
       delete c.return_weights;
       return c;
     });
-  add_options(req);
+  add_options(req, wanted());
   if (b64 && req.encoding === undefined) req.encoding = 'base64';
-  return { req, cross: req.memory != null, top_k: req.top_k != null };
+  // A pasted request that says store: false keeps everything inline.
+  const by_ref = store && req.store !== false;
+  const encode = () => {
+    const sent = with_refs(req, by_ref ? ref_table() : null);
+    return { ...sent, body: JSON.stringify(sent.req) };
+  };
+  return { req, cross: req.memory != null, top_k: req.top_k != null, by_ref, sent: encode(),
+    again: async () => encode() };
 }
 
 // -- status and errors ---------------------------------------------------------
@@ -164,7 +184,9 @@ function failed_status(err) {
   return {
     form: 'Nothing sent: fix the form first.',
     too_large: 'Nothing sent: the request is over the server\'s limits.',
-    cancelled: 'Cancelled: the page stopped waiting for the answer.',
+    build_failed: 'Nothing sent: the request could not be built.',
+    cancelled: err.unsent ? 'Nothing sent: cancelled while the request was built.'
+      : 'Cancelled: the page stopped waiting for the answer.',
     timeout: `No answer from the service within ${answer_timeout_s()} s.`,
   }[err.code] ?? 'The request failed.';
 }
@@ -268,11 +290,12 @@ function kib(nbytes) {
 
 // -- a request in flight -------------------------------------------------------
 
-// Seconds the page waits for an answer before it gives up. A generated
-// request near the body limit takes about 8 s here; a service that took the
-// connection and never answers (stopped, or behind a hung proxy) would
-// otherwise hold the page forever. ?timeout=SECONDS in the page's address
-// sets another.
+// Seconds the page waits for an answer, from when the request is sent,
+// before it gives up. A generated request near the body limit takes about
+// 4 s here from Run to the maps, under a second of it waiting for the
+// answer; a service that took the connection and never answers (stopped,
+// or behind a hung proxy) would otherwise hold the page forever.
+// ?timeout=SECONDS in the page's address sets another.
 const ANSWER_TIMEOUT_S = 120;
 
 function answer_timeout_s() {
@@ -280,7 +303,8 @@ function answer_timeout_s() {
   return asked > 0 ? asked : ANSWER_TIMEOUT_S;
 }
 
-// The run waiting for its answer, or null: { controller, t0, clock, timer,
+// The run under way, building its request or waiting for the answer, or
+// null: { controller, t0, clock, timer (set once the request is sent),
 // seconds: the element counting them }.
 let flight = null;
 
@@ -292,17 +316,13 @@ function tick() {
   flight.seconds.textContent = ` ${waited_s()} s`;
 }
 
-// Shows the Cancel button, starts the clock and the timeout; returns the
-// signal that stops the request.
+// Shows the Cancel button and starts the clock, from the click on: a
+// large request takes seconds to build before it is sent. Returns the
+// signal that stops the run.
 function take_off(from_run) {
   const controller = new AbortController();
-  const limit = answer_timeout_s();
-  const give_up = () => controller.abort({ code: 'timeout',
-    message: `the service did not answer within ${limit} s, so the page stopped waiting ` +
-      '(it may be stopped, overloaded, or behind a proxy that does not answer)' });
   flight = { controller, t0: performance.now(), seconds: document.createElement('span'),
-    clock: setInterval(tick, 1000),
-    timer: setTimeout(give_up, limit * 1000) };
+    clock: setInterval(tick, 1000), timer: 0 };
   // Said every second, the count would drown whatever else a screen
   // reader has to say; it is there to be seen.
   flight.seconds.setAttribute('aria-hidden', 'true');
@@ -313,6 +333,15 @@ function take_off(from_run) {
   return controller.signal;
 }
 
+// The request goes out: from now on the service has the timeout's seconds
+// to answer.
+function start_timeout() {
+  const limit = answer_timeout_s();
+  flight.timer = setTimeout(() => flight.controller.abort({ code: 'timeout',
+    message: `the service did not answer within ${limit} s, so the page stopped waiting ` +
+      '(it may be stopped, overloaded, or behind a proxy that does not answer)' }), limit * 1000);
+}
+
 // The status line while a run waits: what it is doing, and for how long.
 function say(msg) {
   tick();
@@ -320,8 +349,11 @@ function say(msg) {
 }
 
 function cancel() {
-  flight?.controller.abort({ code: 'cancelled',
-    message: `you cancelled the request after ${waited_s()} s, before the service answered` });
+  if (!flight) return;
+  flight.controller.abort(flight.timer
+    ? { code: 'cancelled', message: `you cancelled the request after ${waited_s()} s, before the service answered` }
+    : { code: 'cancelled', unsent: true,
+      message: `you cancelled the request after ${waited_s()} s, while the page built it; nothing was sent` });
 }
 
 // The run has its answer, or its error: Cancel goes, Run comes back
@@ -338,31 +370,31 @@ function land() {
 
 // -- running -------------------------------------------------------------------
 
-// Sends the request (signal stops it); with the store on, known tensors go
-// as refs, and a 422 unknown_ref (the store forgot one) is answered by
-// sending everything inline once more. Returns { r, refs: pointers sent as
-// refs, retried: '' or what the status line says of the retry }.
+// Sends the built request (signal stops it); with the store on, known
+// tensors go as refs, and a 422 unknown_ref (the store forgot one) is
+// answered by sending everything inline once more. Returns { r, refs:
+// pointers sent as refs, retried: '' or what the status line says of the
+// retry }.
 async function send(built, signal) {
+  start_timeout();
   // A body over the server's limit is not sent: the service would only
   // refuse it after the upload.
-  const post = (text) => {
-    const over = judge_body(text, built.req ? 'the request' : 'the request JSON');
+  const post = (body) => {
+    const over = judge_body(body, built.req ? 'the request' : 'the request JSON');
     return over ? { ok: false, error: { status: 0, code: 'too_large', message: over, field: '' } }
-      : post_attend(text, signal);
+      : post_attend(body, signal);
   };
-  const plain = async (text) => ({ r: await post(text), refs: [], retried: '' });
   if (!built.req) {
     say(`Sending ${kib(built.text.length)} to POST /attend\u2026`);
-    return plain(built.text);
+    return { r: await post(built.text), refs: [], retried: '' };
   }
-  // A pasted request that says store: false keeps everything inline.
-  if (!$('use-store').checked || built.req.store === false) {
+  let sent = built.sent;
+  if (!built.by_ref) {
     say('Sending to POST /attend\u2026');
-    return plain(JSON.stringify(built.req));
+    return { r: await post(sent.body), refs: [], retried: '' };
   }
-  let sent = with_refs(built.req);
   say(`Sending to POST /attend (${sent.refs.length ? plural(sent.refs.length, 'tensor') : 'no tensors'} as refs)\u2026`);
-  let r = await post(JSON.stringify(sent.req));
+  let r = await post(sent.body);
   let retried = '';
   if (!r.ok && r.error.code === 'unknown_ref') {
     retried = unknown_ref(sent, r.error.field, limit_of('--tensor-store-bytes'))
@@ -370,9 +402,13 @@ async function send(built, signal) {
       : 'the store had forgotten a tensor: sent again inline';
     forget_all();
     held.clear();
-    sent = with_refs(built.req);
     say('The store had forgotten a tensor: sending the request again inline\u2026');
-    r = await post(JSON.stringify(sent.req));
+    try {
+      sent = await built.again();
+    } catch (e) {
+      return { r: { ok: false, error: run_error(e) }, refs: [], retried };
+    }
+    r = await post(sent.body);
   }
   if (r.ok && built.keys) {
     note_held(built.keys, remember(sent, r.json), Array.isArray(built.req.layers));
@@ -407,29 +443,40 @@ function painted() {
 // from: 'server' or 'default'.
 let limits_loaded = Promise.resolve();
 
+// A request that could not be built or sent (an Error, or the reason a
+// run's signal aborted with) as a run's error.
+function run_error(e) {
+  return { status: 0, code: e.code ?? 'form', message: e.message, field: '', unsent: e.unsent ?? false };
+}
+
 async function run(event) {
   event?.preventDefault();
   // A run started before the limits came would judge it by the defaults.
   await limits_loaded;
   clear_error();
-  const button = $('run');
-  const from_run = document.activeElement === button;
-  button.disabled = true;
-  // A large request holds the tab for seconds while it is built: say so,
-  // and let the page show it, before.
-  set_status('Building the request\u2026');
-  await painted();
-  let built;
-  try {
-    built = build_request();
-  } catch (e) {
-    button.disabled = false;
-    if (from_run) button.focus();
-    const err = { status: 0, code: e.code ?? 'form', message: e.message, field: '' };
+  const bad = form_error();
+  if (bad) {
+    const err = run_error(bad);
     fail_run(err, failed_status(err));
     return;
   }
-  const { r, refs, retried } = await send(built, take_off(from_run));
+  const button = $('run');
+  const from_run = document.activeElement === button;
+  button.disabled = true;
+  // A large request takes seconds to build: the status says so and counts
+  // them, and Cancel stops it.
+  const signal = take_off(from_run);
+  say('Building the request\u2026');
+  let built;
+  try {
+    built = await build_request(signal);
+  } catch (e) {
+    land();
+    const err = run_error(e);
+    fail_run(err, failed_status(err));
+    return;
+  }
+  const { r, refs, retried } = await send(built, signal);
   land();
   document.body.dataset.refsSent = String(refs.length);
   if (!r.ok) {

@@ -122,13 +122,17 @@ export function judge_generated(est, p, base64) {
   return { over, text };
 }
 
-// A body about to be sent, when it is over the body limit: a message, else
-// null. UTF-8 takes at least one byte per UTF-16 unit and at most three,
-// so the exact count is needed only in between.
-export function judge_body(text, what = 'the request') {
+// A body about to be sent (a string, or a Blob of its UTF-8 bytes), when
+// it is over the body limit: a message, else null. UTF-8 takes at least one
+// byte per UTF-16 unit and at most three, so a string's exact count is
+// needed only in between.
+export function judge_body(body, what = 'the request') {
   const max = limit_of('--max-body-bytes');
-  if (text.length * 3 <= max) return null;
-  const bytes = text.length > max ? text.length : new TextEncoder().encode(text).length;
+  let bytes = typeof body === 'string' ? body.length : body.size;
+  if (typeof body === 'string') {
+    if (bytes * 3 <= max) return null;
+    if (bytes <= max) bytes = new TextEncoder().encode(body).length;
+  }
   if (bytes <= max) return null;
   const [a, b] = over_pair(bytes, max);
   return `${what} is ${a}; the server takes at most ${b} (${source_of('--max-body-bytes')}): ` +

@@ -6,8 +6,9 @@ export const $ = (id) => document.getElementById(id);
 export const state = {
   text: '',        // the response body exactly as received (for export)
   resp: null,      // its parsed JSON
-  req: null,       // the request as built on the page (inline tensors), or
-                   // null when the text did not parse
+  req: null,       // the request as built (a pasted one with its inline
+                   // tensors, a generated one without: they stay in
+                   // build_worker.js), or null when the text did not parse
   top_k: false,    // the request had top_k: rows are [index, weight] pairs
   layers: null,    // a layers answer: [L] answers, else null
   layer: 0,        // the layer drawn

@@ -15,6 +15,10 @@
 // The fingerprint is the shape and two 32-bit hashes of the values' bit
 // patterns, not SHA-256: crypto.subtle exists only in secure contexts, and
 // the dashboard is often served over plain HTTP.
+//
+// What the store holds is known on the page; a generated request's tensors
+// live in build_worker.js, which fingerprints them there: with_refs() takes
+// the refs to use as a table (ref_table()), so it runs in either.
 
 // The float-valued tensor fields of the contract (v1 and v2); boolean
 // masks, positions and token lists never take refs.
@@ -91,9 +95,9 @@ function is_tensor(v) {
   return Array.isArray(v) || (v !== null && typeof v === 'object' && typeof v.data === 'string');
 }
 
-// Replaces known tensors of one object (top level or a layer) in place;
-// returns the pointers replaced.
-function substitute(obj, prefix, fps) {
+// Replaces the tensors of one object (top level or a layer) that table
+// has refs for, in place; returns the pointers replaced.
+function substitute(obj, prefix, fps, table) {
   const done = [];
   for (const f of TENSOR_FIELDS) {
     const v = obj[f];
@@ -101,7 +105,7 @@ function substitute(obj, prefix, fps) {
     const fp = fingerprint(v);
     if (!fp) continue;
     fps.set(`${prefix}/${f}`, fp);
-    const ref = unkept.has(fp) ? null : known.get(fp);
+    const ref = table.get(fp);
     if (ref) {
       obj[f] = { ref };
       done.push(`${prefix}/${f}`);
@@ -110,19 +114,30 @@ function substitute(obj, prefix, fps) {
   return done;
 }
 
-// The request to send: a copy of req with store: true and every tensor the
-// store is known to hold replaced by its ref. Returns { req, refs: [JSON
-// pointers sent as refs], fps: Map pointer -> fingerprint of the inline
-// value, for remember() }.
-export function with_refs(req) {
+// The refs a request may carry now: a Map fingerprint -> "sha256:..." of
+// every tensor the store is known to hold, less those it cannot keep. A
+// copy, which a worker can be sent.
+export function ref_table() {
+  const table = new Map();
+  for (const [fp, ref] of known) if (!unkept.has(fp)) table.set(fp, ref);
+  return table;
+}
+
+// The request to send: a copy of req with store: true and every tensor
+// table (from ref_table()) has a ref for replaced by it; with table null
+// (the store not used) req itself, nothing fingerprinted. Returns { req,
+// refs: [JSON pointers sent as refs], fps: Map pointer -> fingerprint of
+// the inline value, for remember() }.
+export function with_refs(req, table) {
+  if (!table) return { req, refs: [], fps: new Map() };
   const out = { ...req, store: true };
   const fps = new Map();
-  const refs = substitute(out, '', fps);
+  const refs = substitute(out, '', fps, table);
   if (Array.isArray(req.layers)) {
     out.layers = req.layers.map((l, i) => {
       if (l === null || typeof l !== 'object') return l;
       const c = { ...l };
-      refs.push(...substitute(c, `/layers/${i}`, fps));
+      refs.push(...substitute(c, `/layers/${i}`, fps, table));
       return c;
     });
   }

@@ -25,7 +25,8 @@
 //   - at device scale factor 2, canvases have twice their CSS size in
 //     backing pixels.
 // v2 section (e2e_v2.mjs; needs the service's v2 features): window and
-// RoPE change the weights, refs on the second run and the inline retry
+// RoPE change the weights, refs on the second run, a first run at d_model
+// 1280 without a long task on the page's main thread, the inline retry
 // when the store forgot them, the model view of 3
 // layers, rollout, the neuron view against q and k, norm-based maps, an
 // uploaded layers file.

@@ -16,8 +16,8 @@
 // maps or download of an older answer after a failed run,
 // requests over the server's limits (from GET /limits) refused in the form
 // with their size and the limit, a 413's flag said as what to change, a
-// service that never answers (seconds counted, Cancel, the timeout), no
-// console errors,
+// service that never answers (seconds counted, Cancel, the timeout, and
+// Cancel while a large request is built), no console errors,
 // no request to another origin.
 // Environment: ATTND_BIN (required) the server binary.
 
@@ -720,6 +720,8 @@ async function touch_checks(base) {
 // waits, the status counts the seconds and a Cancel button (focused when
 // Run was) stops the wait; the timeout (2 s here by ?timeout=2; 120 s by
 // default) ends it with an error that says the service did not answer.
+// Cancel also stops a large request while it is built, before anything is
+// sent, and the page runs it again.
 async function silent_checks(base) {
   const silent = await start_silent(base);
   const ctx = await launch(1);
@@ -760,6 +762,43 @@ async function silent_checks(base) {
       /the service did not answer within 2 s/.test(late) && /within 2 s/.test(await page.textContent('#status')),
     `with ?timeout=2 the page gives up after ${ms} ms and says the service did not answer`, late);
     check(await page.isEnabled('#run') && await cancel.isHidden(), 'after the timeout, Run is back and Cancel gone');
+
+    // A large request is built off the main thread: while it is built the
+    // status says so and counts, and Cancel (with the focus Run had) stops
+    // it before anything is sent. The next run builds and sends it.
+    await page.goto(`${silent.base}/`);
+    await page.waitForSelector('body[data-limits]');
+    await set_form(page, { 'd-model': 1280 });
+    const posts_before = silent.posts();
+    await page.click('#run');
+    // What the status says once Cancel shows: on a page that built the
+    // request on its main thread, that was only when it was sent.
+    const phase = await (await page.waitForFunction(() => !document.getElementById('cancel').hidden &&
+      document.getElementById('status').firstChild?.textContent)).jsonValue();
+    const focused = await page.evaluate(() => document.activeElement.id);
+    check(phase === 'Building the request\u2026' && focused === 'cancel',
+      'd_model 1280: while the request is built, Cancel shows, with the focus', `${phase} | focus on ${focused}`);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#error:not([hidden])');
+    await page.waitForTimeout(500); // time for a request that should not go
+    const unsent = await page.textContent('#error');
+    check(await page.getAttribute('#error', 'data-code') === 'cancelled' && silent.posts() === posts_before &&
+      /you cancelled the request after \d+ s, while the page built it; nothing was sent/.test(unsent) &&
+      /^Nothing sent: cancelled while the request was built/.test(await page.textContent('#status')),
+    'Enter on Cancel while the request is built stops it: nothing sent, and the page says so',
+    `${unsent} | ${silent.posts() - posts_before} sent`);
+    check(await page.isEnabled('#run') && await cancel.isHidden() &&
+      await page.evaluate(() => document.activeElement.id) === 'run',
+    'after Cancel while building, Run is back (with the focus) and Cancel gone');
+    await page.click('#run');
+    await page.waitForFunction(() => /^Sending to POST \/attend/.test(document.getElementById('status').textContent),
+      null, { timeout: 60000 });
+    for (let k = 0; k < 100 && silent.posts() === posts_before; k++) await page.waitForTimeout(50);
+    check(silent.posts() === posts_before + 1, 'the next run builds the large request anew and sends it');
+    await cancel.click();
+    await page.waitForSelector('#error:not([hidden])');
+    check(/before the service answered/.test(await page.textContent('#error')) && await page.isEnabled('#run'),
+      'Cancel once it is sent: the page stopped waiting for the answer');
     check(w.console.length + w.errors.length + w.foreign.length === 0, 'a silent service: no errors, no other origin',
       [...w.console, ...w.errors, ...w.foreign].join(' | '));
   } finally {
