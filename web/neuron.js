@@ -7,7 +7,13 @@
 
 import { $, state, token, fixed } from './state.js';
 import { tensor_of, slice_of } from './api.js';
-import { kv_head_of, show_tooltip, hide_tooltip, pin_tooltip, track_touch } from './views.js';
+import { kv_head_of, show_tooltip, hide_tooltip, pin_tooltip, track_touch, arrow_keys } from './views.js';
+
+// The heads and dimensions drawn, and the column pointed at, { i: head,
+// j: column (a dimension, or its rank when they are ordered) } or null:
+// the cells are a grid of heads by dimensions for the keyboard, each
+// showing the q, k and product of one dimension of one head.
+const drawn = { heads: 0, dims: 0, cursor: null };
 
 // Diverging colour of v in [-1, 1]: blue below zero, red above, white at 0.
 function diverging(v) {
@@ -78,9 +84,13 @@ export function render_neuron() {
 
   const box = $('neuron-heads');
   box.replaceChildren();
+  Object.assign(drawn, { heads: h, dims: d, cursor: null });
+  box.setAttribute('aria-label', `q, k and their product for ${h === 1 ? '1 head' : `${h} heads`} ` +
+    `by ${d} dimensions. Arrow keys read a dimension: left and right along the dimensions, up and down across the heads.`);
   $('neuron-caption').textContent = `Query ${token(rows, qi)}, key ${token(cols, kj)}: ` +
     `score = ${fmt(scale)} \u00d7 (q \u00b7 k), d_k = ${d}. ` +
-    'Cells: red positive, blue negative, each row scaled to its largest magnitude; hover or tap a cell for its values.';
+    'Cells: red positive, blue negative, each row scaled to its largest magnitude; hover or tap a cell ' +
+    'for its values (or focus the cells and use the arrow keys).';
   for (let i = 0; i < h; i++) {
     const g = kv_head_of(i);
     const qv = v.q.values.subarray((i * n + qi) * d, (i * n + qi + 1) * d);
@@ -142,25 +152,54 @@ function describe_dim(cell) {
     `q\u2218k ${value('prod')}`;
 }
 
-// The values of the cell pointed at, in the maps' tooltip: hovered with a
-// mouse, tapped on a touch screen (where a title attribute never shows).
+// The cells of column c.j of head c.i: q, k and product, top to bottom.
+function column_cells(c) {
+  const head = $('neuron-heads').querySelector(`[data-neuron-head="${c.i}"]`);
+  return [...head.querySelectorAll('.neuron-row')].map((row) => row.children[c.j]);
+}
+
+// The column of a cell, { i, j }.
+function column_of(cell) {
+  return { i: Number(cell.closest('.neuron-head').dataset.neuronHead),
+    j: Array.prototype.indexOf.call(cell.parentElement.children, cell) };
+}
+
+// Outlines column c and shows its values in the tooltip, beside client
+// position at (a pointer's; else the column's middle cell); c null: none.
+function point_at(c, at = null) {
+  for (const el of $('neuron-heads').querySelectorAll('.neuron-cell.cursor')) el.classList.remove('cursor');
+  drawn.cursor = c;
+  if (!c) {
+    hide_tooltip();
+    return;
+  }
+  const cells = column_cells(c);
+  for (const el of cells) el.classList.add('cursor');
+  const r = cells[1].getBoundingClientRect();
+  const { x, y, touch } = at ?? { x: r.left + r.width / 2, y: r.top + r.height / 2, touch: false };
+  show_tooltip(describe_dim(cells[1]), x, y, touch);
+}
+
+// The values of the dimension pointed at, in the maps' tooltip: hovered
+// with a mouse, tapped on a touch screen (where a title attribute never
+// shows), or read with the arrow keys as a map's cells are.
 export function attach_neuron() {
   const box = $('neuron-heads');
   const cell_of = (e) => e.target.closest('.neuron-cell');
   box.addEventListener('pointermove', (e) => {
     if (e.pointerType === 'touch') return;
     const cell = cell_of(e);
-    if (cell) show_tooltip(describe_dim(cell), e.clientX, e.clientY);
-    else hide_tooltip();
+    point_at(cell && column_of(cell), { x: e.clientX, y: e.clientY, touch: false });
   });
   box.addEventListener('pointerleave', (e) => {
-    if (e.pointerType !== 'touch') hide_tooltip();
+    if (e.pointerType !== 'touch') point_at(null);
   });
   const last = track_touch(box);
   box.addEventListener('click', (e) => {
     const cell = cell_of(e);
     if (!last.touch || !cell) return;
-    show_tooltip(describe_dim(cell), e.clientX, e.clientY, true);
+    point_at(column_of(cell), { x: e.clientX, y: e.clientY, touch: true });
     pin_tooltip(box, cell);
   });
+  arrow_keys(box, () => ({ n: drawn.heads, m: drawn.dims, cursor: drawn.cursor }), (c) => point_at(c));
 }

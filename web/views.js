@@ -316,31 +316,48 @@ export function attach_hover(canvas, describe_cell, enlarge, on_cell = follow_qu
     const what = point(e.clientX, e.clientY, true);
     if (what !== null || !$('tooltip').hidden) pin_tooltip(canvas, what);
   });
-  canvas.addEventListener('blur', () => {
-    set_cursor(canvas, null);
-    hide_tooltip();
-  });
-  canvas.addEventListener('keydown', (e) => {
-    const h = canvas.heatmap;
-    const cur = h.cursor ?? { i: 0, j: 0 };
+  arrow_keys(canvas, () => ({ n: canvas.heatmap.map.n, m: canvas.heatmap.map.m, cursor: canvas.heatmap.cursor }),
+    (c) => {
+      if (c) {
+        const p = cell_centre(canvas, c.i, c.j);
+        show_cell(c, p.x, p.y);
+      } else {
+        set_cursor(canvas, null);
+        hide_tooltip();
+      }
+    }, enlarge);
+}
+
+// The keyboard over a focusable element el drawn as n x m cells (a map,
+// the neuron view): the arrow keys move a cursor from the cell last shown
+// (else the first), Shift 10 at a time, and the cell's tooltip, which
+// show(c) shows beside cell c = { i, j }, is said by the #cell-live
+// region; Enter or Space calls act, when given. Escape, and the focus
+// leaving, call show(null) to hide it. grid() gives { n, m, cursor: the
+// cell shown, or null }.
+export function arrow_keys(el, grid, show, act = null) {
+  el.addEventListener('keydown', (e) => {
+    const { n, m, cursor } = grid();
     const step = e.shiftKey ? 10 : 1;
-    let { i, j } = cur;
+    let { i, j } = cursor ?? { i: 0, j: 0 };
     switch (e.key) {
       case 'ArrowUp': i -= step; break;
       case 'ArrowDown': i += step; break;
       case 'ArrowLeft': j -= step; break;
       case 'ArrowRight': j += step; break;
-      case 'Enter': case ' ': e.preventDefault(); enlarge(); return;
-      case 'Escape': set_cursor(canvas, null); hide_tooltip(); return;
+      case 'Enter': case ' ':
+        if (!act) return;
+        e.preventDefault();
+        act();
+        return;
+      case 'Escape': show(null); return;
       default: return;
     }
     e.preventDefault();
-    i = Math.max(0, Math.min(h.map.n - 1, i));
-    j = Math.max(0, Math.min(h.map.m - 1, j));
-    const p = cell_centre(canvas, i, j);
-    show_cell({ i, j }, p.x, p.y);
+    show({ i: Math.max(0, Math.min(n - 1, i)), j: Math.max(0, Math.min(m - 1, j)) });
     $('cell-live').textContent = $('tooltip').textContent;
   });
+  el.addEventListener('blur', () => show(null));
 }
 
 function follow_key(j) {

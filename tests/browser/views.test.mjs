@@ -3,7 +3,8 @@
 // them for POST /attend), so the drawing logic is tested whatever the
 // service implements. The page itself still comes from a real attnd.
 // Checks: the model view of 3 layers (thumbnails, click to open, rollout),
-// base64 layers, the neuron view against q and k, the norm-based toggle,
+// base64 layers, the neuron view against q and k and by keyboard, the
+// norm-based toggle,
 // a window's masked keys drawn grey, tensor-store refs on the second run
 // (the status saying "Building the request..." first, and "no tensors as
 // refs" on the first), the same weights kept for a new sentence, and the
@@ -156,6 +157,7 @@ async function neuron_and_norm_checks(page, stub) {
   const order = await page.locator('[data-neuron-head="0"] [data-row="prod"] [data-dim]').evaluateAll(
     (es) => es.map((e) => Math.abs(Number(e.dataset.value))));
   check(order.every((v, i) => i === 0 || order[i - 1] >= v), 'ordering by |q_d k_d| sorts the dimensions');
+  await keyboard_neuron_checks(page, ans, d);
   await page.uncheck('#neuron-sort');
 
   check(await page.isVisible('#norm-field'), 'the norm-based toggle appears with value_norms');
@@ -177,6 +179,59 @@ async function neuron_and_norm_checks(page, stub) {
   const t3 = await hover_cell(page, HEAD(3), 7, 1);
   check(tooltip_weight(t3) === a[3][7][1].toFixed(4) && !t3.includes('\u2016'), 'back to raw weights', t3);
   await set_form(page, { heads: 4, 'kv-heads': 4 });
+}
+
+// The neuron view by keyboard (query 7, key 1, dimensions ordered): one
+// stop for Tab, the arrow keys move over heads (up, down) and dimensions
+// (left, right; Shift 10 at a time), outline that column and show what a
+// pointer over it shows, which #cell-live says; Escape and Tab away hide it.
+async function keyboard_neuron_checks(page, ans, d) {
+  const box = page.locator('#neuron-heads');
+  const aria = await box.evaluate((el) => ({ tab: el.tabIndex, role: el.getAttribute('role'),
+    label: el.getAttribute('aria-label') }));
+  check(aria.tab === 0 && aria.role === 'group' && /4 heads by 16 dimensions\. Arrow keys read a dimension/.test(aria.label),
+    'neuron view: one keyboard stop, a group whose label says what the arrow keys do', JSON.stringify(aria));
+  await page.focus('#neuron-sort');
+  await page.keyboard.press('Tab');
+  check(await page.evaluate(() => document.activeElement.id) === 'neuron-heads', 'neuron view: Tab reaches the cells');
+  // What the cursor outlines, and the dimension a pointer there reads.
+  const outlined = () => page.locator('#neuron-heads .neuron-cell.cursor').evaluateAll((es) => es.map((e) =>
+    `${e.closest('[data-neuron-head]').dataset.neuronHead}/${e.parentElement.dataset.row}/${e.dataset.dim}`));
+  const expected = (h, dim) => {
+    const g = Math.floor(h / 2);
+    const [q, k] = [ans.q[h][7][dim], ans.k[g][1][dim]];
+    const f = (v) => v.toFixed(3);
+    return `head ${h} \u00b7 dim ${dim}: q ${f(q)} \u00b7 k ${f(k)} \u00b7 q\u2218k ${f(q * k)}`;
+  };
+  const dim_at = (h, col) => page.locator(`[data-neuron-head="${h}"] [data-row="prod"] [data-dim]`).nth(col)
+    .getAttribute('data-dim').then(Number);
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('ArrowDown');
+  const dim = await dim_at(1, 2);
+  const tip = await page.textContent('#tooltip');
+  check(await page.isVisible('#tooltip') && tip === expected(1, dim) && await page.textContent('#cell-live') === tip,
+    'neuron view: right, right, down reads head 1\'s third column, and #cell-live says it', `${tip} | ${expected(1, dim)}`);
+  const marks = await outlined();
+  check(marks.join(' ') === ['q', 'k', 'prod'].map((r) => `1/${r}/${dim}`).join(' '),
+    'neuron view: the cursor outlines that column (q, k and product)', marks.join(' '));
+  const cell = page.locator(`[data-neuron-head="1"] [data-row="q"] [data-dim="${dim}"]`);
+  const r = await cell.boundingBox();
+  await page.mouse.move(r.x + r.width / 2, r.y + r.height / 2);
+  check(await page.textContent('#tooltip') === tip, 'neuron view: the keyboard shows what the pointer shows there');
+  await page.mouse.move(0, 0);
+  await page.focus('#neuron-heads');
+  await page.keyboard.press('Shift+ArrowRight');
+  await page.keyboard.press('Shift+ArrowDown');
+  const far = await dim_at(3, 10);
+  check(await page.textContent('#tooltip') === expected(3, far),
+    `neuron view: Shift moves 10 columns, and stops at the last head (${d} dimensions, 4 heads)`, await page.textContent('#tooltip'));
+  await page.keyboard.press('Escape');
+  check(await page.isHidden('#tooltip') && (await outlined()).length === 0, 'neuron view: Escape hides the values and the outline');
+  await page.keyboard.press('ArrowLeft');
+  check(await page.isVisible('#tooltip'), 'neuron view: an arrow key shows them again');
+  await page.keyboard.press('Shift+Tab');
+  check(await page.isHidden('#tooltip') && (await outlined()).length === 0, 'neuron view: leaving it by keyboard hides them');
 }
 
 async function mask_and_long_checks(page) {
