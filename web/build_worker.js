@@ -2,9 +2,10 @@
 // off the page's main thread. At d_model 1280 drawing the weights,
 // fingerprinting them for refs and writing 45 MiB of JSON take about 2 s,
 // which on the main thread would stop the status line's count and the
-// Cancel button. The caches that make a new sentence on the same weights quick (generate.js
-// keeps the last request's weights and their base64 tensors, store.js
-// their fingerprints) live here, with the tensors; build.js talks to it.
+// Cancel button. The caches that make a new sentence on the same weights
+// quick (generate.js keeps the last request's weights and their base64
+// tensors, store.js their fingerprints) live here, with the tensors;
+// build.js talks to it.
 //
 // Messages, one at a time:
 //   { id, p, b64, want, refs }  builds generate_request(p) with the Options
