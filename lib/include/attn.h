@@ -264,6 +264,12 @@ typedef struct attn_extras {
     float *value_norms;
     float *q_out;
     float *k_out;
+    /* absmax       [3]: the largest |q|, |k| and |v| of the request as
+     *              they enter the products (q and k after qk_norm and
+     *              rope, before the scale), for a caller judging how far
+     *              float32 rounding may move the answer; NULL when not
+     *              wanted; attn_forward_ref_ex leaves it */
+    float *absmax;
 } attn_extras;
 
 /* Validates p: dimensions non-zero, g divides h, d_out == h*d_v without W_O,

@@ -70,9 +70,9 @@ static void attn__proj_task(void *arg, size_t t, size_t worker)
                       p->w_q, p->b_q, rows, d->d_model, d->h * d->d_k);
         if (attn__qk_active(p))
             attn__qk_prepare(&j->vis, j->q, r0, rows, 0, trig);
-        j->absmax[2 * worker] =
+        j->absmax[3 * worker] =
             attn__absmax(j->q + r0 * d->h * d->d_k, rows * d->h * d->d_k,
-                         j->absmax[2 * worker]);
+                         j->absmax[3 * worker]);
         return;
     }
     t -= j->q_chunks;
@@ -83,12 +83,15 @@ static void attn__proj_task(void *arg, size_t t, size_t worker)
                       p->b_k, rows, d->d_mem, d->g * d->d_k);
         if (attn__qk_active(p))
             attn__qk_prepare(&j->vis, j->k, r0, rows, 1, trig);
-        j->absmax[2 * worker + 1] =
+        j->absmax[3 * worker + 1] =
             attn__absmax(j->k + r0 * d->g * d->d_k, rows * d->g * d->d_k,
-                         j->absmax[2 * worker + 1]);
+                         j->absmax[3 * worker + 1]);
     } else {
         attn__project(j->v + r0 * d->g * d->d_v, val + r0 * vw, p->w_v,
                       p->b_v, rows, vw, d->g * d->d_v);
+        j->absmax[3 * worker + 2] =
+            attn__absmax(j->v + r0 * d->g * d->d_v, rows * d->g * d->d_v,
+                         j->absmax[3 * worker + 2]);
     }
 }
 
@@ -466,8 +469,8 @@ static attn_status attn__scores_fit(const attn__job *j, size_t workers)
     double bound;
 
     for (size_t w = 0; w < workers; w++) {
-        qmax = j->absmax[2 * w] > qmax ? j->absmax[2 * w] : qmax;
-        kmax = j->absmax[2 * w + 1] > kmax ? j->absmax[2 * w + 1] : kmax;
+        qmax = j->absmax[3 * w] > qmax ? j->absmax[3 * w] : qmax;
+        kmax = j->absmax[3 * w + 1] > kmax ? j->absmax[3 * w + 1] : kmax;
     }
     bound = (double)qmax * (double)kmax * (double)j->d->d_k *
             (j->scale > 1.0f ? (double)j->scale : 1.0);
@@ -571,6 +574,13 @@ attn_status attn_forward_ex(const attn_params *p, float *output, float *weights,
         *ex->cost_seconds = 0.0;
         for (size_t w = 0; w < workers; w++)
             *ex->cost_seconds += job.cost[w];
+    }
+    if (rc == ATTN_OK && ex->absmax != NULL) {
+        ex->absmax[0] = ex->absmax[1] = ex->absmax[2] = 0.0f;
+        for (size_t w = 0; w < workers; w++)
+            for (size_t c = 0; c < 3; c++)
+                if (job.absmax[3 * w + c] > ex->absmax[c])
+                    ex->absmax[c] = job.absmax[3 * w + c];
     }
     attn__job_free(&job, &acc);
     return rc;

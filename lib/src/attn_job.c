@@ -82,7 +82,7 @@ void attn__job_layout(const attn__job *job, size_t workers,
         o->cat = attn__plan_add(pl, job->q_rows,
                                 d->h * d->d_v * sizeof(float));
     o->status = attn__plan_add(pl, workers, sizeof(attn_status));
-    o->absmax = attn__plan_add(pl, 2 * workers, sizeof(float));
+    o->absmax = attn__plan_add(pl, 3 * workers, sizeof(float));
     o->inv = attn__plan_add(pl, workers * job->blk, sizeof(float));
     o->hrow = attn__plan_add(pl, workers * d->h, sizeof(float *));
     o->cost = attn__plan_add(pl, workers, sizeof(double));
@@ -159,7 +159,7 @@ attn_status attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers)
     if (job->lean && !job->flash_floats)
         memset(job->zeroed, 0, workers * sizeof(size_t));
     memset(job->status, 0, workers * sizeof(attn_status));
-    memset(job->absmax, 0, 2 * workers * sizeof(float));
+    memset(job->absmax, 0, 3 * workers * sizeof(float));
     memset(job->cost, 0, workers * sizeof(double));
     rc = attn__vis_init(&job->vis, p);
     if (rc != ATTN_OK)

@@ -60,8 +60,9 @@ typedef struct attn__job {
     double *trig;   /* [workers][d_k]: one row's rotation */
     attn__vis vis;  /* which keys each query sees */
     attn_status *status; /* [workers]: ATTN_ERANGE when a worker saw overflow */
-    float *absmax;  /* [workers][2]: the largest |value| of Q, of K, among
-                       the rows a worker projected (after norm and rope) */
+    float *absmax;  /* [workers][3]: the largest |value| of Q, of K and of
+                       V among the rows a worker projected (Q and K after
+                       norm and rope) */
     void *block;    /* the one allocation all the buffers above live in */
     float scale;
     size_t blk, nblocks;                 /* attention tiles per batch element */

@@ -78,6 +78,11 @@ struct codec_request {
  * memory is budgeted (budget.c) for every request that may take it. */
 #define CODEC_REF_FLOPS UINT64_C(1000000000)
 
+/* The estimate of float32's error in an answer (run.c's codec__loose)
+ * above which the float64 reference computes it again: a fifth of the
+ * smallest at which float32 was seen to miss the contract's bound. */
+#define CODEC_F32_ERROR 1e-3
+
 /* refs.c: the resolver of {"ref": ...} tensors and `store: true` puts
  * over the tensor store st; NULL when st is NULL (the store is off). */
 struct store;

@@ -49,6 +49,33 @@ static void hb_fill(float *w, size_t n)
     }
 }
 
+/* ex->absmax: the largest |q|, |k| and |v| of the request, which a
+ * caller uses to judge float32's rounding. q = x W_q = [1 6; -3 1.5],
+ * k = x W_k = [0.5 2; -1.5 0.5], v = x W_v = [-5 2; 15 0.5]. */
+START_TEST(test_analysis_absmax)
+{
+    static const float x[] = {1, 2, -3, 0.5f}, wq[] = {1, 0, 0, 3},
+                       wk[] = {0.5f, 0, 0, 1}, wv[] = {-5, 0, 0, 1};
+    float out[4], absmax[3] = {-1, -1, -1};
+    attn_params p;
+    attn_extras ex;
+
+    memset(&p, 0, sizeof p);
+    memset(&ex, 0, sizeof ex);
+    p.dims = (attn_dims){ 1, 2, 2, 2, 2, 1, 1, 2, 2, 2 };
+    p.x = x;
+    p.w_q = wq;
+    p.w_k = wk;
+    p.w_v = wv;
+    p.weights = ATTN_WEIGHTS_NONE;
+    ex.absmax = absmax;
+    ck_assert_int_eq(attn_forward_ex(&p, out, NULL, &ex), ATTN_OK);
+    ck_assert(absmax[0] == 6.0f);
+    ck_assert(absmax[1] == 2.0f);
+    ck_assert(absmax[2] == 15.0f);
+}
+END_TEST
+
 START_TEST(test_analysis_hand_built_patterns)
 {
     attn_params p = hb_params(HB_N, HB_H);
@@ -56,7 +83,7 @@ START_TEST(test_analysis_hand_built_patterns)
     attn_head_stats hs[HB_H];
     double sim[HB_H * HB_H];
     size_t skipped = 99;
-    attn_extras ex = { 1, hs, sim, &skipped, 0, NULL, NULL, NULL, NULL, NULL, NULL };
+    attn_extras ex = { 1, hs, sim, &skipped, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
     const double n = HB_N, ln2 = log(2.0);
 
     hb_fill(w, HB_N);
@@ -120,7 +147,7 @@ START_TEST(test_analysis_masks_respected)
     attn_head_stats hs[B * H];
     double sim[B * H * H];
     size_t skipped[B];
-    attn_extras ex = { 1, hs, sim, skipped, 0, NULL, NULL, NULL, NULL, NULL, NULL };
+    attn_extras ex = { 1, hs, sim, skipped, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
 
     p.dims.B = B;
     p.mask = ATTN_MASK_CAUSAL;
@@ -192,9 +219,9 @@ START_TEST(test_analysis_kernel_matches_reference)
     double *rsim = calloc(B * h * h, sizeof *rsim);
     double *ksim = calloc(B * h * h, sizeof *ksim);
     size_t *rsk = calloc(B, sizeof *rsk), *ksk = calloc(B, sizeof *ksk);
-    attn_extras rex = { 1, rs, rsim, rsk, 0, NULL, NULL, NULL, NULL, NULL, NULL };
+    attn_extras rex = { 1, rs, rsim, rsk, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
     double kcost = -1.0;
-    attn_extras kex = { 1, ks, ksim, ksk, 0, NULL, NULL, &kcost, NULL, NULL, NULL };
+    attn_extras kex = { 1, ks, ksim, ksk, 0, NULL, NULL, &kcost, NULL, NULL, NULL, NULL };
 
     ck_assert(rs && ks && rsim && ksim && rsk && ksk);
     tl_case_init(&c, s, 0xA11A + (uint64_t)_i);
@@ -285,7 +312,7 @@ START_TEST(test_analysis_top_k_rows)
             uint32_t *idx = malloc(rows * k * sizeof *idx);
             float *val = malloc(rows * k * sizeof *val);
             float *out = malloc(sizeof(float) * tl_output_elems(&c.p));
-            attn_extras ex = { 0, NULL, NULL, NULL, k, idx, val, NULL, NULL, NULL, NULL };
+            attn_extras ex = { 0, NULL, NULL, NULL, k, idx, val, NULL, NULL, NULL, NULL, NULL };
             attn_params p = c.p;
             ck_assert(idx && val && out);
             p.weights = per_head ? ATTN_WEIGHTS_PER_HEAD : ATTN_WEIGHTS_MEAN;
@@ -314,7 +341,7 @@ START_TEST(test_analysis_top_k_ties)
     uint32_t idx[9 * 4 * 3];
     float val[9 * 4 * 3];
     float out[9 * 16];
-    attn_extras ex = { 0, NULL, NULL, NULL, 3, idx, val, NULL, NULL, NULL, NULL };
+    attn_extras ex = { 0, NULL, NULL, NULL, 3, idx, val, NULL, NULL, NULL, NULL, NULL };
 
     s.x_scale = 0.0f;
     tl_case_init(&c, &s, 0x71E);
@@ -372,7 +399,7 @@ START_TEST(test_analysis_alloc_failure)
     attn_head_stats hs[3 * 4];
     double sim[3 * 4 * 4];
     size_t sk[3];
-    attn_extras ex = { 1, hs, sim, sk, 2, idx, val, NULL, NULL, NULL, NULL };
+    attn_extras ex = { 1, hs, sim, sk, 2, idx, val, NULL, NULL, NULL, NULL, NULL };
 
     tl_case_init(&c, &analysis_table[1], 0xA10C);
     tl_exec_init(&e, TL_EXEC_THREADS, 2);
@@ -401,6 +428,7 @@ Suite *tl_suite_analysis(void)
     TCase *tc = tcase_create("analysis");
 
     tcase_add_test(tc, test_analysis_hand_built_patterns);
+    tcase_add_test(tc, test_analysis_absmax);
     tcase_add_test(tc, test_analysis_masks_respected);
     tcase_add_loop_test(tc, test_analysis_kernel_matches_reference, 0,
                         (int)(sizeof analysis_table / sizeof analysis_table[0]));
