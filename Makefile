@@ -96,11 +96,15 @@ run: deps
 test: deps-test
 	@$(MAKE) --no-print-directory check-all
 
-# Runs every test target in turn, stops at the first failure.
+# Runs every test target in turn, stops at the first failure; says how
+# long each took, so a slow one shows in CI's log.
 check-all: all
-	@set -e; for t in $(TEST_TARGETS); do \
-	  echo "==> $$t"; $(MAKE) --no-print-directory $$t; done; \
-	echo "==> all checks passed: $(TEST_TARGETS)"
+	@set -e; all0=$$(date +%s); for t in $(TEST_TARGETS); do \
+	  echo "==> $$t"; t0=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$t; \
+	  echo "<== $$t: $$(( $$(date +%s) - t0 )) s"; done; \
+	echo "==> all checks passed in $$(( $$(date +%s) - all0 )) s:" \
+	  "$(TEST_TARGETS)"
 
 # Installs missing Debian packages when run as root; otherwise names them.
 define install_missing
