@@ -333,6 +333,17 @@ async function main() {
   doc = JSON.parse(text);
   const res = await new Validator().validate(structuredClone(doc));
   check(res.valid, `the document is valid OpenAPI ${doc.openapi}`, JSON.stringify(res.errors));
+  // What the schema of the format cannot say: each operation of a path
+  // with {name} in it declares that parameter (at the path or the
+  // operation), as tools that generate clients require.
+  for (const [p, item] of Object.entries(doc.paths))
+    for (const name of [...p.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]))
+      for (const [m, op] of Object.entries(item)) {
+        if (m === 'parameters') continue;
+        const declared = [...(item.parameters || []), ...(op.parameters || [])]
+          .map(deref).some((x) => x.in === 'path' && x.name === name && x.required === true);
+        check(declared, `${m.toUpperCase()} ${p} declares its path parameter ${name}`);
+      }
   ajv = new Ajv({ strict: false, allErrors: true, validateSchema: false });
   add_formats(ajv);
   ajv.addSchema(doc, 'openapi.json');
@@ -383,6 +394,13 @@ async function main() {
   check(nerr === null, 'nulls dropped: request validates', nerr);
   await call('nulls are absent fields', base, 'POST', '/attend',
     { body: JSON.stringify(nulls), type: 'application/json' }, 200);
+  // In a layer a null has a meaning (the top-level default does not apply
+  // there), and the document says so: such a request validates as it is.
+  const layer_null = { ...small({ rope: { theta: 10000 } }), layers: [{ rope: null }, {}] };
+  const lerr = schema_errors('#/components/schemas/AttendRequest', layer_null);
+  check(lerr === null, 'a null in a layer validates', lerr);
+  await call('a null in a layer', base, 'POST', '/attend',
+    { body: JSON.stringify(layer_null), type: 'application/json' }, 200);
 
   // 4. The tensor store and refs.
   const t22 = tensor([2, 2], [1, 0, 0, 1]);
