@@ -317,6 +317,51 @@ static int codec__nested(codec_reader *r, const char *ptr,
     return 0;
 }
 
+/* A boolean field given as a tensor object (or a ref): the contract lets
+ * any matrix or vector field be one, and its dtype is float32, so its
+ * values must be 0 (false) or 1 (true). An additive mask (0 and a large
+ * negative number, PyTorch's float masks) is refused rather than read as
+ * booleans: attn_bias takes it. */
+static int codec__bool_tensor(codec_reader *r, const char *ptr,
+                              const char *shape_doc, int min_rank,
+                              int max_rank, codec_array *a, codec_error *err)
+{
+    codec_array f;
+    const float *v;
+    uint8_t *b;
+    size_t i;
+
+    memset(&f, 0, sizeof f);
+    if (codec__tensor_object(r, ptr, shape_doc, min_rank, max_rank, &f, err) !=
+        0)
+        return -1;
+    v = f.data;
+    for (i = 0; i < f.count; i++)
+        if (v[i] != 0.0f && v[i] != 1.0f) {
+            codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
+                            "%s: a tensor object of booleans holds 0 (false) "
+                            "and 1 (true); element %zu is %.9g (an additive "
+                            "mask goes in attn_bias)",
+                            ptr, i, (double)v[i]);
+            codec_array_clear(&f);
+            return -1;
+        }
+    b = malloc(f.count ? f.count : 1);
+    if (b == NULL) {
+        codec_array_clear(&f);
+        codec__oom(err);
+        return -1;
+    }
+    for (i = 0; i < f.count; i++)
+        b[i] = v[i] != 0.0f;
+    *a = f;
+    a->data = b;
+    a->hold = NULL;
+    a->refs = NULL;
+    codec_array_clear(&f); /* the floats, or the stored tensor's hold */
+    return 0;
+}
+
 int codec_array_parse(codec_reader *r, const char *ptr, const char *shape_doc,
                       codec_leaf leaf, int min_rank, int max_rank,
                       codec_array *a, codec_error *err)
@@ -329,12 +374,16 @@ int codec_array_parse(codec_reader *r, const char *ptr, const char *shape_doc,
     if (r->p < r->end && *r->p == '{' && leaf == CODEC_LEAF_F32)
         return codec__tensor_object(r, ptr, shape_doc, min_rank, max_rank, a,
                                     err);
+    if (r->p < r->end && *r->p == '{' && leaf == CODEC_LEAF_BOOL)
+        return codec__bool_tensor(r, ptr, shape_doc, min_rank, max_rank, a,
+                                  err);
     codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                     "%s: expected %s%s, found %s", ptr, shape_doc,
                     leaf == CODEC_LEAF_F32     ? " (nested arrays or a tensor "
                                                  "object)"
                     : leaf == CODEC_LEAF_INDEX ? " of integers >= 0"
-                                               : " of booleans",
+                                               : " of booleans (or a tensor "
+                                                 "object of 0 and 1)",
                     codec_json_kind(r));
     return -1;
 }

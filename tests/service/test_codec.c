@@ -1104,6 +1104,51 @@ START_TEST(test_codec_float32_loose_recomputed)
 }
 END_TEST
 
+/* A boolean field may be a tensor object too ("any matrix or vector
+ * field"), float32 like every one: 0 is false and 1 true, anything else
+ * (an additive float mask) 422. */
+START_TEST(test_codec_bool_tensor_object)
+{
+#define BOOL_BASE "{\"x\":[[1,0],[0,1],[1,1]],\"w_q\":[[1,0],[0,1]]," \
+                  "\"w_k\":[[1,0],[0,1]],\"w_v\":[[1,2],[3,4]],"
+    /* [0, 1, 0] and [[0, 1, 0], [1, 0, 0], [0, 0, 0]] as float32 */
+    static const char *const pairs[][2] = {
+        {BOOL_BASE "\"key_padding_mask\":[false,true,false]}",
+         BOOL_BASE "\"key_padding_mask\":{\"dtype\":\"float32\","
+                   "\"shape\":[3],\"data\":\"AAAAAAAAgD8AAAAA\"}}"},
+        {BOOL_BASE "\"attn_mask\":[[false,true,false],[true,false,false],"
+                   "[false,false,false]]}",
+         BOOL_BASE "\"attn_mask\":{\"dtype\":\"float32\",\"shape\":[3,3],"
+                   "\"data\":\"AAAAAAAAgD8AAAAAAACAPwAAAAAAAAAAAAAAAAAAAAAAAAAA\"}}"},
+    };
+    size_t i, j;
+
+    for (i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        codec_request *a = parse_ok(pairs[i][0]), *b = parse_ok(pairs[i][1]);
+        codec_error err = {0};
+
+        ck_assert_int_eq(codec_run(a, NULL, &err, NULL), 0);
+        ck_assert_int_eq(codec_run(b, NULL, &err, NULL), 0);
+        ck_assert_uint_eq(a->output_elems, b->output_elems);
+        for (j = 0; j < a->output_elems; j++)
+            ck_assert(a->output[j] == b->output[j]);
+        for (j = 0; j < a->weights_elems; j++)
+            ck_assert(a->weights[j] == b->weights[j]);
+        codec_request_free(a);
+        codec_request_free(b);
+    }
+    /* [0, -1, 0]: PyTorch's additive convention, not a boolean */
+    expect_err(BOOL_BASE "\"key_padding_mask\":{\"dtype\":\"float32\","
+                         "\"shape\":[3],\"data\":\"AAAAAAAAgL8AAAAA\"}}",
+               ERRORS_INVALID_REQUEST, "/key_padding_mask", "attn_bias");
+    /* and the shape is checked as for nested arrays */
+    expect_err(BOOL_BASE "\"key_padding_mask\":{\"dtype\":\"float32\","
+                         "\"shape\":[2],\"data\":\"AAAAAAAAgD8=\"}}",
+               ERRORS_INVALID_REQUEST, "/key_padding_mask/shape/0", NULL);
+#undef BOOL_BASE
+}
+END_TEST
+
 /* "global_tokens": [] is no global token, as when absent (an index list
  * a client computes may come out empty); [[]] stays 422. */
 START_TEST(test_codec_global_tokens_empty)
@@ -1723,6 +1768,8 @@ static const struct err_case {
     {"{\"x\":{\"dtype\":\"float32\",\"shape\":[1,2],\"data\":\"AAAAAAAAAAB=\"},"
      W2 "}", ERRORS_INVALID_REQUEST, "/x/data", "non-canonical"},
     {"{" X2 "," W2 ",\"key_padding_mask\":{\"dtype\":\"float32\"}}",
+     ERRORS_INVALID_REQUEST, "/key_padding_mask", "\"shape\" is missing"},
+    {"{" X2 "," W2 ",\"key_padding_mask\":\"no\"}",
      ERRORS_INVALID_REQUEST, "/key_padding_mask", "of booleans"},
     {"{" X2 ",\"w_q\":{\"dtype\":\"float32\",\"shape\":[3,2],"
      "\"data\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"},\"w_k\":[[1,0],[0,1]],"
@@ -3243,6 +3290,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_top_k);
     tcase_add_test(tc, test_codec_float32_overflow_inside);
     tcase_add_test(tc, test_codec_float32_loose_recomputed);
+    tcase_add_test(tc, test_codec_bool_tensor_object);
     tcase_add_test(tc, test_codec_global_tokens_empty);
     tcase_add_test(tc, test_codec_positions_exact);
     tcase_add_test(tc, test_codec_rope_numbers_exact);
