@@ -310,6 +310,31 @@ static size_t fmt_6g(float v, char *buf)
     return (size_t)snprintf(buf, 64, "%.6g", (double)v);
 }
 
+/* 1 to 17 significant digits, one more each number and again from 1 (a
+ * client that rounds some tensors and not others, or hand-written ones). */
+static size_t fmt_cycle(float v, char *buf)
+{
+    static int k;
+
+    k = k % 17 + 1;
+    return (size_t)snprintf(buf, 64, "%.*g", k, (double)v);
+}
+
+/* Two digits ("0.34", "-0.051"): rounded for display or a test. */
+static size_t fmt_2g(float v, char *buf)
+{
+    return (size_t)snprintf(buf, 64, "%.2g", (double)v);
+}
+
+/* Half the values 0.0 or -0.0, as json.dumps writes them (a ReLU's output,
+ * a sparse or pruned matrix), the rest json.dumps' shortest digits. */
+static size_t fmt_zeros(float v, char *buf)
+{
+    if (fabsf(v) < 0.05f)
+        return fmt_python(signbit(v) ? -0.0f : 0.0f, buf);
+    return fmt_python(v, buf);
+}
+
 static size_t fmt_8e(float v, char *buf)
 {
     return (size_t)snprintf(buf, 64, "%.8e", (double)v);
@@ -337,6 +362,9 @@ static const form forms[] = {
     {"exponents mixed, shortest, \", \"", fmt_python, ", ", 0, 1},
     {"exponents mixed, 17 digits", fmt_17g, ",", 0, 1},
     {"scientific %.8e, compact", fmt_8e, ",", 0, 0},
+    {"1 to 17 digits in turn, \", \"", fmt_cycle, ", ", 0, 0},
+    {"2 digits (%.2g), \", \"", fmt_2g, ", ", 0, 0},
+    {"half 0.0 and -0.0, shortest, \", \"", fmt_zeros, ", ", 0, 0},
 };
 #define NFORMS (sizeof forms / sizeof forms[0])
 
