@@ -317,23 +317,34 @@ static int codec__nested(codec_reader *r, const char *ptr,
     return 0;
 }
 
-/* A boolean field given as a tensor object (or a ref): the contract lets
- * any matrix or vector field be one, and its dtype is float32, so its
- * values must be 0 (false) or 1 (true). An additive mask (0 and a large
- * negative number, PyTorch's float masks) is refused rather than read as
- * booleans: attn_bias takes it. */
+/* A boolean field given as a tensor object: the contract lets any matrix
+ * or vector field be one, and its dtype is float32, so its values must be
+ * 0 (false) or 1 (true). An additive mask (0 and a large negative number,
+ * PyTorch's float masks) is refused rather than read as booleans:
+ * attn_bias takes it. Not a ref: the contract's refs stand for tensors of
+ * numbers, not the boolean masks (422 at the field, as any other value
+ * the field does not take). */
 static int codec__bool_tensor(codec_reader *r, const char *ptr,
                               const char *shape_doc, int min_rank,
                               int max_rank, codec_array *a, codec_error *err)
 {
+    const char *refused = r->ref_refused;
+    char at_ref[300];
     codec_array f;
     const float *v;
     uint8_t *b;
     size_t i;
+    int rc;
 
     memset(&f, 0, sizeof f);
-    if (codec__tensor_object(r, ptr, shape_doc, min_rank, max_rank, &f, err) !=
-        0)
+    r->ref_refused = "a boolean mask takes its values inline (true and "
+                     "false, or a tensor object of 0 and 1), not a ref";
+    rc = codec__tensor_object(r, ptr, shape_doc, min_rank, max_rank, &f, err);
+    r->ref_refused = refused;
+    snprintf(at_ref, sizeof at_ref, "%s/ref", ptr);
+    if (rc != 0 && strcmp(err->field, at_ref) == 0)
+        snprintf(err->field, sizeof err->field, "%s", ptr);
+    if (rc != 0)
         return -1;
     v = f.data;
     for (i = 0; i < f.count; i++)

@@ -1141,6 +1141,11 @@ START_TEST(test_codec_bool_tensor_object)
     expect_err(BOOL_BASE "\"key_padding_mask\":{\"dtype\":\"float32\","
                          "\"shape\":[3],\"data\":\"AAAAAAAAgL8AAAAA\"}}",
                ERRORS_INVALID_REQUEST, "/key_padding_mask", "attn_bias");
+    /* the store holds tensors of numbers, not masks: no ref here */
+    expect_err(BOOL_BASE "\"key_padding_mask\":{\"ref\":\"sha256:"
+                         "00000000000000000000000000000000"
+                         "00000000000000000000000000000000\"}}",
+               ERRORS_INVALID_REQUEST, "/key_padding_mask", "not a ref");
     /* and the shape is checked as for nested arrays */
     expect_err(BOOL_BASE "\"key_padding_mask\":{\"dtype\":\"float32\","
                          "\"shape\":[2],\"data\":\"AAAAAAAAgD8=\"}}",
