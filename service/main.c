@@ -241,7 +241,9 @@ int main(int argc, char **argv)
         log_event("warn", "shutdown timeout: cutting off what is left", NULL);
         server_cut_off(srv);
     }
-    server_stop(srv);
+    /* The connections closed last linger until their clients have the
+     * answers, by the same deadline. */
+    server_stop_by(srv, &deadline);
     log_event("info", "stopped", NULL);
     return 0;
 }

@@ -1,12 +1,14 @@
 /* guard.c: the connection layer under libmicrohttpd (see guard.h): the
- * accept4, recv and close it calls, and the table of connections by
- * descriptor. The deadlines and the lifecycle are in sweep.c. */
+ * accept4, recv, shutdown and close it calls, the lingering of closed
+ * connections, and the table of connections by descriptor. The deadlines
+ * and the lifecycle are in sweep.c. */
 #define _GNU_SOURCE /* accept4 */
 #include "errors.h"
 #include "http/guard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -41,6 +44,19 @@ static ssize_t guard__sys_recv(int fd, void *buf, size_t len, int flags)
 static int guard__sys_close(int fd)
 {
     return (int)syscall(SYS_close, fd);
+}
+
+int guard__sys_shutdown(int fd, int how)
+{
+    return (int)syscall(SYS_shutdown, fd, how);
+}
+
+/* Bytes written to fd that its peer has not acknowledged yet (the end of
+ * the stream counts as one); 0 when that cannot be told. */
+static int guard__unacked(int fd)
+{
+    int n = 0;
+    return ioctl(fd, SIOCOUTQ, &n) == 0 ? n : 0;
 }
 
 /* -- raw answers ------------------------------------------------------------ */
@@ -189,7 +205,7 @@ void guard__kill(guard_conn *gc)
     if (atomic_exchange(&gc->dead, true))
         return;
     gc->g->dead++;
-    shutdown(gc->fd, SHUT_RDWR);
+    guard__sys_shutdown(gc->fd, SHUT_RDWR);
 }
 
 /* The address as a 16-byte key (IPv4 as v4-mapped IPv6) and as text. */
@@ -424,19 +440,57 @@ int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
     }
 }
 
-/* Whether closing gc's connection now would reset it: its client is still
- * sending (inside a body), or bytes it sent wait unread. Closing a socket
- * with unread input sends a reset, which can destroy the answer just sent
- * (an early 413 or 415) before the client reads it; a client still
- * sending (node's fetch, a browser) then sees a broken pipe, not the
- * answer. Connections this layer answered itself have lingered already. */
-static bool guard__would_reset(guard_conn *gc)
+/* Until when gc's connection, closed now, lingers; 0: it closes at once.
+ * The kernel resets a connection closed with input unread, and one that
+ * receives a byte once closed (or once its read side is shut, after its
+ * end of the stream was sent); the reset drops what it still holds of the
+ * answer, and a client still sending (node's fetch, a browser, Python's
+ * http.client) sees a broken pipe instead of the answer. So a connection
+ * lingers when its client may still send: inside a body, with bytes
+ * waiting unread, or with the answer not yet all acknowledged (a client
+ * pipelining requests behind one answered at shutdown). One this layer
+ * answered itself (guard__cut, guard__refuse) lingers for the rest of
+ * its time; one it shut down on purpose (guard__kill) closes at once. */
+static int64_t guard__linger_end(guard_conn *gc)
 {
     char b;
-    if (atomic_load(&gc->dead))
+    int64_t now = guard__now();
+    if (atomic_load(&gc->dead)) {
+        int64_t until = atomic_load(&gc->linger_until);
+        return until > now && gc->linger_bytes < GUARD__LINGER_BYTES ? until
+                                                                    : 0;
+    }
+    if (framing_in_body(&gc->fr) || guard__unacked(gc->fd) > 0 ||
+        guard__sys_recv(gc->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+        return now + GUARD__LINGER_NS;
+    return 0;
+}
+
+bool guard__linger(guard *g, int fd, int64_t until, uint64_t bytes)
+{
+    if (g->n_lingering >= GUARD__LINGER_MAX ||
+        g->open + g->n_lingering + GUARD__FD_RESERVE >= guard__table_size)
         return false;
-    return framing_in_body(&gc->fr) ||
-           guard__sys_recv(gc->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+    guard__sys_shutdown(fd, SHUT_WR);
+    int64_t now = guard__now();
+    g->lingering[g->n_lingering++] = (guard__lingerer){
+        .fd = fd, .until = until, .last_in = now, .bytes = bytes,
+        .rate_t = now, .rate_unacked = guard__unacked(fd)};
+    pthread_cond_broadcast(&g->wake);
+    return true;
+}
+
+/* libmicrohttpd shuts both sides of each connection down when it stops
+ * (to wake per-connection threads, which this server does not use), then
+ * closes it. A shut read side would make the kernel reset the connection
+ * at the client's next byte, dropping the rest of an answer it still
+ * holds: on a connection this layer tracks, only the write side is shut,
+ * and close() decides whether it lingers. */
+int shutdown(int fd, int how)
+{
+    if (how == SHUT_RDWR && guard__lookup(fd))
+        how = SHUT_WR;
+    return guard__sys_shutdown(fd, how);
 }
 
 int close(int fd)
@@ -445,18 +499,12 @@ int close(int fd)
         bool linger = false;
         pthread_mutex_lock(&guard__mu);
         guard_conn *gc = guard__forget(fd);
-        if (gc && gc->g->n_lingering < GUARD__LINGER_MAX &&
-            guard__would_reset(gc)) {
+        if (gc) {
             /* the answer, then the end of the stream; the input is read
              * and dropped for a while before the descriptor is closed */
-            guard *g = gc->g;
-            shutdown(fd, SHUT_WR);
-            g->lingering[g->n_lingering].fd = fd;
-            g->lingering[g->n_lingering].until =
-                guard__now() + GUARD__LINGER_NS;
-            g->n_lingering++;
-            linger = true;
-            pthread_cond_broadcast(&g->wake);
+            int64_t until = guard__linger_end(gc);
+            linger = until && guard__linger(gc->g, fd, until,
+                                            gc->linger_bytes);
         }
         pthread_mutex_unlock(&guard__mu);
         if (gc) {
@@ -489,7 +537,7 @@ static ssize_t guard__refuse(guard_conn *gc)
     if (!atomic_exchange(&gc->responded, true))
         guard__answer(gc->g, gc->fd, gc->reject.status, gc->reject.code,
                       gc->reject.message, gc->fr.origin);
-    shutdown(gc->fd, SHUT_WR);
+    guard__sys_shutdown(gc->fd, SHUT_WR);
     atomic_store(&gc->linger_until, guard__now() + GUARD__LINGER_NS);
     if (!atomic_exchange(&gc->dead, true)) {
         pthread_mutex_lock(&guard__mu);
@@ -526,13 +574,15 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
         if (!until || guard__now() >= until)
             return 0;
         char sink[16384];
-        for (;;) {
+        while (gc->linger_bytes < GUARD__LINGER_BYTES) {
             ssize_t r = guard__sys_recv(fd, sink, sizeof sink, MSG_DONTWAIT);
             if (r == 0)
                 return 0; /* the client has read the answer and left */
             if (r < 0)
                 return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : 0;
+            gc->linger_bytes += (uint64_t)r;
         }
+        return 0; /* sent too much: closed */
     }
     if (gc->reject.status)
         return guard__refuse(gc);
@@ -642,7 +692,7 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
          * not the client's: the request before it must not be cancelled
          * for it. */
         atomic_store(&gc->rd_shut, true);
-        shutdown(fd, SHUT_RD);
+        guard__sys_shutdown(fd, SHUT_RD);
         return (ssize_t)n;
     }
     if (n)
@@ -678,28 +728,34 @@ void guard__wake_on_eof(guard_conn *gc)
     char b;
     if (gc->eof ||
         guard__sys_recv(gc->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
-        shutdown(gc->fd, SHUT_RD);
+        guard__sys_shutdown(gc->fd, SHUT_RD);
 }
 
 void guard__linger_drain(guard *g, bool all)
 {
-    /* Only this guard's sweeper removes entries; close() appends past n. */
+    /* Only this guard's sweeper removes entries or changes them; close()
+     * appends past n. */
     pthread_mutex_lock(&guard__mu);
     size_t n = g->n_lingering;
+    int64_t finish_by = g->finish_by;
     pthread_mutex_unlock(&guard__mu);
     int64_t now = guard__now();
+    size_t min_rate = g->cfg->min_send_rate;
+    int64_t window = (int64_t)g->cfg->rate_window_s * 1000000000LL;
     bool done[GUARD__LINGER_MAX];
     for (size_t i = 0; i < n; i++) {
+        guard__lingerer *l = &g->lingering[i];
         char sink[16384];
         size_t got = 0;
-        done[i] = all || now >= g->lingering[i].until;
-        /* at most 64 MiB a call, so one fast sender cannot hold the
-         * sweeper */
-        while (!done[i] && got < ((size_t)64 << 20)) {
-            ssize_t r = guard__sys_recv(g->lingering[i].fd, sink, sizeof sink,
+        done[i] = all;
+        while (!done[i] && got < GUARD__LINGER_READ) {
+            ssize_t r = guard__sys_recv(l->fd, sink, sizeof sink,
                                         MSG_DONTWAIT);
             if (r > 0) {
                 got += (size_t)r;
+                l->bytes += (uint64_t)r;
+                l->last_in = now;
+                done[i] = l->bytes >= GUARD__LINGER_BYTES;
                 continue;
             }
             if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
@@ -707,13 +763,43 @@ void guard__linger_drain(guard *g, bool all)
                 break;
             done[i] = true; /* the client's end, or an error */
         }
+        if (done[i])
+            continue;
+        if (!finish_by) {
+            done[i] = now >= l->until;
+            continue;
+        }
+        int unacked = guard__unacked(l->fd);
+        if (unacked == 0) {
+            /* Shutting down, the answer in the client's hands: it closes
+             * once the client is quiet, or at its own end if it is still
+             * sending. */
+            done[i] = now >= l->until ||
+                      now - l->last_in >= GUARD__LINGER_QUIET_NS;
+        } else if (min_rate && now - l->rate_t >= window) {
+            /* One not yet acknowledged lingers on, until the shutdown's
+             * deadline (guard_free), while its client reads it at
+             * --min-send-rate: a slower one would have been cut off
+             * while the answer was sent. Closed, the rest is still
+             * delivered unless the client sends more. */
+            int acked = l->rate_unacked > unacked ? l->rate_unacked - unacked
+                                                  : 0;
+            done[i] = (double)acked * 1e9 / (double)(now - l->rate_t) <
+                      (double)min_rate;
+            l->rate_t = now;
+            l->rate_unacked = unacked;
+        }
     }
+    bool closed = false;
     pthread_mutex_lock(&guard__mu);
     for (size_t i = n; i-- > 0;)
         if (done[i]) {
             guard__sys_close(g->lingering[i].fd);
             g->lingering[i] = g->lingering[--g->n_lingering];
+            closed = true;
         }
+    if (closed)
+        pthread_cond_broadcast(&g->wake); /* guard_free may wait */
     pthread_mutex_unlock(&guard__mu);
 }
 

@@ -17,19 +17,30 @@
  *     that half-closed right after its request (libmicrohttpd would wait
  *     for a read that never comes; guard__wake_on_eof in guard.c).
  *
- * How: the executable defines accept4, recv and close, which libmicrohttpd
- * (a shared library) calls through the dynamic linker, so they reach this
- * layer first; every other caller and descriptor passes straight through
- * to the system calls. A sweeper thread (4 ticks a second) applies the
- * deadlines. A connection it closes gets a raw answer first when one can
- * still be sent (408 for the slow, 503 when shutting down) and is then shut
- * down, which libmicrohttpd sees as the client leaving. */
+ * How: the executable defines accept4, recv, shutdown and close, which
+ * libmicrohttpd (a shared library) calls through the dynamic linker, so
+ * they reach this layer first; every other caller and descriptor passes
+ * straight through to the system calls. A sweeper thread (4 ticks a
+ * second) applies the deadlines. A connection it closes gets a raw answer
+ * first when one can still be sent (408 for the slow, 503 when shutting
+ * down) and is then shut down, which libmicrohttpd sees as the client
+ * leaving.
+ *
+ * Closing: a connection is closed gracefully wherever an answer may still
+ * be on its way, since the kernel resets one closed with unread input, or
+ * that receives a byte after it closed, and the reset destroys the rest
+ * of the answer: its write side is shut after the answer, and its input
+ * read and dropped (lingering) until the client's end of the stream, for
+ * at most 2 s and 64 MiB (when shutting down: until the answer has been
+ * acknowledged and the client is quiet, by the shutdown's deadline;
+ * guard_finish_by). */
 #ifndef ATTND_GUARD_H
 #define ATTND_GUARD_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 
 #include "config.h"
 #include "metrics.h"
@@ -54,8 +65,18 @@ void guard_listen(guard *g, int fd, size_t workers);
  * accepted one: held[0 .. returned count), at most cap. */
 size_t guard_thread_connections(guard *g, size_t *held, size_t cap);
 
-/* Stops the sweeper and frees g; its connections must all be closed.
- * Accepts NULL. */
+/* Shutdown, before libmicrohttpd closes its connections: a connection
+ * closed after its answer lingers (its input read and dropped, see
+ * guard.c's close) until its client has acknowledged the whole answer and
+ * then gone quiet; while the answer is not all acknowledged, until
+ * deadline (CLOCK_MONOTONIC) as long as the client reads it at
+ * --min-send-rate. guard_free waits for them until deadline. */
+void guard_finish_by(guard *g, const struct timespec *deadline);
+
+/* Waits for the connections that linger after their answers (until the
+ * deadline of guard_finish_by, or their own, of about 2 s), then stops the
+ * sweeper and frees g; its connections must all be closed. Accepts
+ * NULL. */
 void guard_free(guard *g);
 
 /* The connection of socket fd (a request's; borrowed until the socket is

@@ -19,9 +19,23 @@
 #define GUARD__IN_CAP (FRAMING_MAX_HEAD + 4096)
 /* Most bytes one read into a request's body buffer takes. */
 #define GUARD__SINK_READ ((size_t)1 << 22)
-/* How long input is still read and dropped after a raw answer, so the
+/* How long input is still read and dropped after an answer, so the
  * client, perhaps still sending, reads the answer instead of a reset. */
 #define GUARD__LINGER_NS 2000000000LL
+/* Most input read and dropped from one lingering connection; past it, it
+ * closes. */
+#define GUARD__LINGER_BYTES ((uint64_t)64 << 20)
+/* Most input one pass of the sweeper reads from one lingering connection,
+ * so one fast sender cannot hold it. */
+#define GUARD__LINGER_READ ((size_t)4 << 20)
+/* While shutting down: a lingering connection whose answer has been
+ * acknowledged whole and whose client has sent nothing for this long
+ * closes (one whose answer is not, when it is acknowledged slower than
+ * --min-send-rate, or at the shutdown's deadline). */
+#define GUARD__LINGER_QUIET_NS 200000000LL
+/* Descriptors kept free of lingering for the rest of the process (the
+ * listening socket, libmicrohttpd's epoll sets, the log). */
+#define GUARD__FD_RESERVE 32
 /* Sweeper period, nanoseconds. */
 #define GUARD__TICK_NS 250000000LL
 /* Its period while connections linger (guard.c's close): their input is
@@ -46,6 +60,19 @@ typedef enum guard__app {
     GUARD__APP_WORK, /* suspended while its computation runs */
     GUARD__APP_SEND  /* its streamed answer is being read */
 } guard__app;
+
+/* A descriptor closed after its answer but kept open, its write side
+ * shut, while its input is read and dropped (guard.c, guard__linger). */
+typedef struct guard__lingerer {
+    int fd;
+    int64_t until;   /* its own end (shutting down: once acknowledged) */
+    int64_t last_in; /* when input last came, or lingering began */
+    uint64_t bytes;  /* input read and dropped */
+    /* shutting down: the answer's bytes not yet acknowledged, and since
+     * when, for --min-send-rate */
+    int64_t rate_t;
+    int rate_unacked;
+} guard__lingerer;
 
 typedef struct guard__ip {
     unsigned char addr[16];
@@ -72,6 +99,7 @@ struct guard_conn {
     atomic_bool rd_shut; /* this layer shut the read side (a refused head
                             behind a request): no sign its client left */
     _Atomic int64_t linger_until; /* an answer sent: input drained until */
+    uint64_t linger_bytes; /* input drained meanwhile (recv's own) */
     atomic_int cut;   /* METRICS_CLOSED_* + 1 */
     _Atomic uint64_t seq, rx, tx;
     atomic_bool *cancel; /* under guard__mu */
@@ -113,15 +141,15 @@ struct guard {
     size_t held[GUARD__MAX_WORKERS];
     int64_t hold_since[GUARD__MAX_WORKERS];
     uint64_t hold_at[GUARD__MAX_WORKERS], accepts;
-    /* Descriptors libmicrohttpd closed while their client was still
-     * sending: the answer sent and the write side shut, their input read
+    /* Descriptors closed while their client may still send or has not
+     * acknowledged the whole answer: the write side shut, their input read
      * and dropped by the sweeper until the client's end or the deadline,
      * then closed (guard.c's close, guard__linger_drain). */
-    struct {
-        int fd;
-        int64_t until;
-    } lingering[GUARD__LINGER_MAX];
+    guard__lingerer lingering[GUARD__LINGER_MAX];
     size_t n_lingering;
+    /* Shutting down (guard_finish_by): lingering lasts until this for an
+     * answer not yet acknowledged; 0 otherwise. */
+    int64_t finish_by;
 };
 
 /* Guards the table, every guard's list, counts and per-address counts,
@@ -134,6 +162,13 @@ static inline int64_t guard__now(void)
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
+
+/* shutdown(2) itself, past this layer's shutdown (guard.c). */
+int guard__sys_shutdown(int fd, int how);
+/* Keeps fd open, its write side shut, for the sweeper to read and drop
+ * its input until until (under guard__mu; bytes: dropped already). False
+ * when too many descriptors linger already: the caller closes it. */
+bool guard__linger(guard *g, int fd, int64_t until, uint64_t bytes);
 
 /* Sends a whole answer with the contract's error body and Connection:
  * close, without blocking. */
@@ -157,8 +192,9 @@ int guard__table_init(void);
 /* g's listening sockets are no longer its. */
 void guard__unlisten(guard *g);
 /* Reads and drops what g's lingering descriptors have received; closes
- * those whose client has finished or whose time is up (all of them when
- * all). Called by the sweeper, without guard__mu. */
+ * those whose client has finished, that have sent too much, or whose time
+ * is up (all of them when all). Called by the sweeper, without
+ * guard__mu. */
 void guard__linger_drain(guard *g, bool all);
 
 #endif

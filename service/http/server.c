@@ -728,8 +728,16 @@ void server_cut_off(server *srv)
 
 void server_stop(server *srv)
 {
+    server_stop_by(srv, NULL);
+}
+
+void server_stop_by(server *srv, const struct timespec *deadline)
+{
     if (!srv)
         return;
+    /* before the daemon closes its connections, which then linger */
+    if (srv->guard && deadline)
+        guard_finish_by(srv->guard, deadline);
     if (srv->daemon) {
         server_quiesce(srv);
         server_wait(srv);

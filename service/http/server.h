@@ -3,8 +3,9 @@
  * Lifecycle: server_start -> (serving) -> server_begin_shutdown (/readyz
  * answers 503 at once) -> server_quiesce (listening socket closed, new work
  * refused with 503) -> server_wait (requests in flight finish) ->
- * server_stop (daemon stopped, everything freed). server_stop runs whatever
- * steps have not run yet, so it alone is a complete, graceful stop. */
+ * server_stop (daemon stopped, connections closed once their clients have
+ * the answers, everything freed). server_stop runs whatever steps have not
+ * run yet, so it alone is a complete, graceful stop. */
 #ifndef ATTND_SERVER_H
 #define ATTND_SERVER_H
 
@@ -62,9 +63,17 @@ bool server_wait_until(server *srv, const struct timespec *deadline);
 void server_cut_off(server *srv);
 
 /* Quiesces, waits for requests in flight, stops the daemon (closing idle
- * keep-alive connections) and frees srv. Accepts NULL. Never call it from a
- * request handler. */
+ * keep-alive connections) and frees srv. A connection whose answer its
+ * client may not have yet lingers (guard.h) for about 2 s at most before
+ * srv is freed. Accepts NULL. Never call it from a request handler. */
 void server_stop(server *srv);
+
+/* server_stop at the end of a graceful shutdown: a connection whose
+ * answer its client has not acknowledged whole lingers until deadline
+ * (CLOCK_MONOTONIC) at most, while the client reads it at
+ * --min-send-rate; one whose client has it, until its client is quiet
+ * (guard_finish_by). */
+void server_stop_by(server *srv, const struct timespec *deadline);
 
 /* Borrowed views for tests and main: the compute pool's executor and the
  * metrics, valid until server_stop. */

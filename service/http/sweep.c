@@ -2,6 +2,7 @@
  * request as the application reports them, the sweeper thread that applies
  * the deadlines and the rates, shutdown's closing, and the lifecycle. */
 #define _GNU_SOURCE /* POLLRDHUP */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -97,7 +98,7 @@ static void guard__cut(guard_conn *gc, metrics_close why, int status,
          * sends is read and dropped for a while (see recv) before the
          * connection closes, since closing with unread input would send a
          * reset that can destroy the answer before it is read. */
-        shutdown(gc->fd, SHUT_WR);
+        guard__sys_shutdown(gc->fd, SHUT_WR);
         atomic_store(&gc->linger_until, guard__now() + GUARD__LINGER_NS);
         if (!atomic_exchange(&gc->dead, true))
             gc->g->dead++;
@@ -153,7 +154,7 @@ static size_t guard__sweep(guard *g, metrics_close *closed, char (*peers)[INET6_
             int64_t until = atomic_load(&c->linger_until);
             if (until && (now >= until || g->closing_all)) {
                 atomic_store(&c->linger_until, 0);
-                shutdown(c->fd, SHUT_RD);
+                guard__sys_shutdown(c->fd, SHUT_RD);
             }
             continue;
         }
@@ -316,12 +317,30 @@ int guard_start(const config *cfg, metrics *m, guard **out)
     return 0;
 }
 
+void guard_finish_by(guard *g, const struct timespec *deadline)
+{
+    pthread_mutex_lock(&guard__mu);
+    g->finish_by = (int64_t)deadline->tv_sec * 1000000000LL + deadline->tv_nsec;
+    if (!g->finish_by)
+        g->finish_by = 1; /* 0 means not finishing */
+    pthread_mutex_unlock(&guard__mu);
+}
+
 void guard_free(guard *g)
 {
     if (!g)
         return;
     guard__unlisten(g);
     pthread_mutex_lock(&guard__mu);
+    /* The connections closed last linger first: until their clients have
+     * the answers (guard__linger_drain), by the shutdown's deadline or,
+     * without one, by their own. */
+    int64_t by = g->finish_by ? g->finish_by : guard__now() + GUARD__LINGER_NS;
+    struct timespec ts = {(time_t)(by / 1000000000LL),
+                          (long)(by % 1000000000LL)};
+    while (g->n_lingering &&
+           pthread_cond_timedwait(&g->wake, &guard__mu, &ts) != ETIMEDOUT)
+        ;
     g->stopping = true;
     pthread_cond_broadcast(&g->wake);
     pthread_mutex_unlock(&guard__mu);
