@@ -432,7 +432,15 @@ int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
                      g->cfg->max_connections);
         guard__answer(g, fd, errors_http_status(ERRORS_UNAVAILABLE),
                       errors_code(ERRORS_UNAVAILABLE), msg, NULL);
-        guard__sys_close(fd);
+        /* The client's request may be here already: closed at once, the
+         * socket would answer it with a reset, which can destroy the 503
+         * before it is read. */
+        pthread_mutex_lock(&guard__mu);
+        bool lingers =
+            guard__linger(g, fd, guard__now() + GUARD__LINGER_NS, 0);
+        pthread_mutex_unlock(&guard__mu);
+        if (!lingers)
+            guard__sys_close(fd);
         guard__peer(&ss, peer, sizeof peer);
         guard__log(g, METRICS_CLOSED_COUNT + (size_t)why,
                    "connection refused", metrics_refusal_name((metrics_refusal)why),
@@ -734,7 +742,7 @@ void guard__wake_on_eof(guard_conn *gc)
 void guard__linger_drain(guard *g, bool all)
 {
     /* Only this guard's sweeper removes entries or changes them; close()
-     * appends past n. */
+     * and accept4 append past n. */
     pthread_mutex_lock(&guard__mu);
     size_t n = g->n_lingering;
     int64_t finish_by = g->finish_by;
