@@ -1,6 +1,7 @@
 /* test_drain.c: the real binary (ATTND_BIN) as a child process: SIGTERM
- * turns /readyz 503 at once, a request in flight still completes with 200,
- * and the process exits 0. Also --healthcheck against it. */
+ * turns /readyz 503 at once, a request in flight still completes with 200
+ * (whole, even with another request pipelined behind it), and the process
+ * exits 0. Also --healthcheck against it. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -238,6 +241,82 @@ START_TEST(test_drain_sigterm_finishes_in_flight_and_exits_0)
 }
 END_TEST
 
+/* A client asks for an answer of about a megabyte, SIGTERM comes, and the
+ * client sends another request on the same connection only after the
+ * server began closing it (its end is past ESTABLISHED), then reads. The
+ * first answer must arrive whole and the connection end without a reset:
+ * a byte arriving after the server's end of the stream at a socket whose
+ * read side is shut, or closed, makes the kernel answer with a reset and
+ * drop what it still holds of the answer. */
+START_TEST(test_drain_answer_whole_with_a_request_pipelined_after_sigterm)
+{
+    child c;
+    const char *args[] = {"--quiet", "--min-send-rate", "0",
+                          "--shutdown-timeout", "120", NULL};
+    child_start(&c, args);
+    ts_case k;
+    ts_case_make(&k, 2000, 64, 4, 16, "\"return_weights\":\"none\"");
+    int fd = ts_connect(c.port);
+    char head[256];
+    int hlen = snprintf(head, sizeof head,
+                        "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                        "Content-Type: application/json\r\n"
+                        "Content-Length: %zu\r\n\r\n",
+                        k.json_len);
+    ck_assert_int_eq(send(fd, head, (size_t)hlen, MSG_NOSIGNAL), hlen);
+    ck_assert_int_eq(send(fd, k.json, k.json_len, MSG_NOSIGNAL),
+                     (ssize_t)k.json_len);
+
+    /* The answer is sent whole (to the kernel) once the request leaves the
+     * in-flight gauge; what the kernel cannot hold yet is made room for
+     * by reading, but most of the answer stays unread. */
+    size_t cap = (size_t)8 << 20, got = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    for (int i = 0; child_in_flight(c.port) >= 2; i++) {
+        ck_assert_msg(i < 6000, "the answer was never sent");
+        ssize_t n = recv(fd, buf + got, 65536, MSG_DONTWAIT);
+        if (n > 0)
+            got += (size_t)n;
+        sleep_ms(10);
+    }
+
+    ck_assert_int_eq(kill(c.pid, SIGTERM), 0);
+    int state;
+    for (int i = 0; (state = ts_server_end_state(fd, c.port)) == 1; i++) {
+        ck_assert_msg(i < 60000, "the server never closed the connection");
+        sleep_ms(1);
+    }
+    static const char ready[] = "GET /readyz HTTP/1.1\r\nHost: t\r\n\r\n";
+    ck_assert_int_eq(send(fd, ready, sizeof ready - 1, MSG_NOSIGNAL),
+                     (ssize_t)sizeof ready - 1);
+
+    struct timeval tv = {.tv_sec = 60};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int err = 0;
+    for (;;) {
+        ck_assert_msg(got < cap, "more than %zu bytes of answer", cap);
+        ssize_t n = recv(fd, buf + got, cap - got, 0);
+        if (n < 0)
+            err = errno;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    ck_assert_msg(!err, "the connection ended in %s after %zu bytes "
+                        "(server end state %d when the request was sent)",
+                  strerror(err), got, state);
+    ck_assert_msg(ts_whole_chunked_200(buf, got),
+                  "the answer is not whole: %zu bytes", got);
+    int st = child_wait(&c);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    free(buf);
+    ts_case_free(&k);
+}
+END_TEST
+
 /* Runs attnd --healthcheck against port; returns its exit code. */
 static int healthcheck(uint16_t port)
 {
@@ -342,6 +421,7 @@ Suite *drain_suite(void)
     TCase *t = tcase_create("drain");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_drain_sigterm_finishes_in_flight_and_exits_0);
+    tcase_add_test(t, test_drain_answer_whole_with_a_request_pipelined_after_sigterm);
     tcase_add_test(t, test_drain_healthcheck_and_sigint);
     tcase_add_test(t, test_drain_bad_flag_exits_2);
     tcase_add_test(t, test_drain_log_names_the_answer_of_a_cut_off_request);

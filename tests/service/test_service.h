@@ -68,6 +68,15 @@ int ts_connect(uint16_t port);
  * it neither answered nor closed. The text is in out. */
 int ts_raw(uint16_t port, const char *data, size_t len, char *out, size_t cap);
 
+/* The state of the server's end of loopback connection fd to port, as
+ * /proc/net/tcp numbers it (1 established, 4 FIN-WAIT-1 ...), or 0 when
+ * it has none any more. */
+int ts_server_end_state(int fd, uint16_t port);
+
+/* Whether buf[0, len) starts with a whole chunked 200 answer whose body
+ * holds "output". */
+bool ts_whole_chunked_200(const char *buf, size_t len);
+
 /* Asserts r is a contract error body with this status and code. */
 void ts_assert_error(const ts_response *r, long status, const char *code);
 

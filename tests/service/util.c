@@ -1,5 +1,6 @@
 /* util.c: helpers of the service suites: an in-process server, a libcurl
  * client, raw sockets, request bodies and Prometheus samples. */
+#define _GNU_SOURCE /* memmem */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <curl/curl.h>
@@ -154,6 +155,67 @@ int ts_connect(uint16_t port)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     return fd;
+}
+
+int ts_server_end_state(int fd, uint16_t port)
+{
+    struct sockaddr_in me;
+    socklen_t len = sizeof me;
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&me, &len), 0);
+    unsigned mine = ntohs(me.sin_port);
+    FILE *f = fopen("/proc/net/tcp", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int state = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned la, lp, ra, rp, st;
+        if (sscanf(line, " %*u: %X:%X %X:%X %X", &la, &lp, &ra, &rp, &st) ==
+                5 &&
+            lp == port && rp == mine) {
+            state = (int)st;
+            break;
+        }
+    }
+    fclose(f);
+    return state;
+}
+
+static int ts__hex(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool ts_whole_chunked_200(const char *buf, size_t len)
+{
+    const char *end = memmem(buf, len, "\r\n\r\n", 4);
+    if (!end || len < 12 || strncmp(buf, "HTTP/1.1 200", 12) ||
+        !memmem(buf, (size_t)(end - buf), "chunked", 7))
+        return false;
+    size_t at = (size_t)(end - buf) + 4;
+    bool output = false;
+    for (;;) {
+        /* a chunk: its size in hex, CRLF, the data, CRLF */
+        size_t size = 0, digits = 0;
+        for (; at < len && ts__hex(buf[at]) >= 0 && digits < 8;
+             at++, digits++)
+            size = size * 16 + (size_t)ts__hex(buf[at]);
+        if (!digits || len - at < 2 || memcmp(buf + at, "\r\n", 2))
+            return false;
+        at += 2;
+        if (len - at < size + 2 || memcmp(buf + at + size, "\r\n", 2))
+            return false;
+        if (memmem(buf + at, size, "\"output\"", 8))
+            output = true;
+        at += size + 2;
+        if (size == 0)
+            return output;
+    }
 }
 
 int ts_raw(uint16_t port, const char *data, size_t len, char *out, size_t cap)
