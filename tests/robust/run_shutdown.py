@@ -24,9 +24,14 @@ and from attnd's side: its per-request log must show every POST /attend it
 received ending 200 or 503, none closed or timed out mid-way, and as many
 200 lines as the clients counted `ok`. attnd must exit 0.
 
-Last, attnd must also exit 0 after SIGTERM while a client keeps trickling
+Then attnd must also exit 0 after SIGTERM while a client keeps trickling
 a request body (the drain closes it at once with 503; --body-timeout would
 cut it otherwise).
+
+Last, a client waiting for an answer of about a megabyte pipelines
+GET /readyz on the same connection after SIGTERM, before it reads: the
+answer must arrive whole and the connection end without a reset, whenever
+the signal and the second request come.
 """
 import argparse
 import json
@@ -40,13 +45,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attnd_proc  # noqa: E402
 
 
-def body(n=96, d_model=64, h=4):
+def body(n=96, d_model=64, h=4, weights="mean"):
     x = [[((i * 31 + j * 7) % 17) / 17.0 - 0.5 for j in range(d_model)]
          for i in range(n)]
     w = [[((i * 13 + j * 3) % 11) / 11.0 - 0.5 for j in range(d_model)]
          for i in range(d_model)]
     return json.dumps({"x": x, "num_heads": h, "w_q": w, "w_k": w, "w_v": w,
-                       "return_weights": "mean"}).encode()
+                       "return_weights": weights}).encode()
 
 
 class Tally:
@@ -228,6 +233,79 @@ def trickling_upload_round(args, failures):
                         "60 s" % rc)
 
 
+def in_flight(port):
+    r = attnd_proc.get(port, "/metrics")
+    for line in r.body.decode().splitlines():
+        if line.startswith("attnd_http_requests_in_flight "):
+            return float(line.split()[1])
+    return None
+
+
+def pipelined_round(args, failures):
+    """SIGTERM while a client waits for an answer of about a megabyte; the
+    client then pipelines GET /readyz on the same connection and only then
+    reads. Whatever the moment (SIGTERM at once, 20 ms after the request,
+    while it is read or computed, or once its answer is with the kernel;
+    the GET at once or 50 ms later),
+    the first answer arrives whole: 200 with the output, or 503 when its
+    body was still being read (an upload is refused on shutdown), and the
+    connection ends without a reset. Closing a socket whose read side is
+    shut, or closed, while the client still sends makes the kernel reset
+    it, dropping the rest of the answer."""
+    data = body(n=2000, weights="none")
+    head = (b"POST /attend HTTP/1.1\r\nHost: p\r\nContent-Type: "
+            b"application/json\r\nContent-Length: %d\r\n\r\n" % len(data))
+    for when in ("at once", "after 20 ms", "answered"):
+        for gap in (0.0, 0.05):
+            srv = attnd_proc.Attnd(args.attnd, ["--quiet", "--threads", "1"])
+            sock = socket.create_connection(("127.0.0.1", srv.port),
+                                            timeout=30)
+            sock.sendall(head + data)
+            if when == "after 20 ms":
+                time.sleep(0.02)
+            elif when == "answered":
+                # with the kernel once the request is no longer in flight
+                # (but the one asking); a kernel that cannot hold it all
+                # yet leaves it being sent, which is tried too
+                t0 = time.monotonic()
+                while in_flight(srv.port) > 1 and time.monotonic() - t0 < 5:
+                    time.sleep(0.01)
+            srv.proc.send_signal(15)
+            time.sleep(gap)
+            buf, err = b"", None
+            try:
+                sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: p\r\n\r\n")
+                while True:
+                    got = sock.recv(65536)
+                    if not got:
+                        break
+                    buf += got
+            except OSError as e:
+                err = e
+            sock.close()
+            rc = srv.stop(timeout=60)
+            try:
+                parsed = attnd_proc._parse_response(buf)
+            except ValueError:
+                parsed = None
+            r = parsed[0] if parsed else None
+            whole = r is not None and (
+                (r.status == 200 and b'"output"' in r.body) or
+                (r.status == 503 and b'"unavailable"' in r.body))
+            print("pipelined after SIGTERM (%s, GET %g s later): %s, %d "
+                  "bytes, %s, exit %s" % (
+                      when, gap, r.status if r else "no whole answer",
+                      len(buf), "reset" if err else "orderly end", rc))
+            if not whole or err is not None:
+                failures.append("pipelined after SIGTERM (%s, GET %g s "
+                                "later): %d bytes, then %s" % (
+                                    when, gap, len(buf),
+                                    err or "the end"))
+            if rc != 0:
+                failures.append("pipelined after SIGTERM (%s): attnd exit "
+                                "code %s" % (when, rc))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--attnd", required=True)
@@ -294,6 +372,7 @@ def main():
         if rc != 0:
             failures.append("round %d: attnd exit code %s" % (rnd + 1, rc))
     trickling_upload_round(args, failures)
+    pipelined_round(args, failures)
     for f in failures:
         print("  FAIL " + f)
     return 1 if failures else 0
