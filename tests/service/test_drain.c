@@ -291,18 +291,7 @@ START_TEST(test_drain_answer_whole_with_a_request_pipelined_after_sigterm)
     ck_assert_int_eq(send(fd, ready, sizeof ready - 1, MSG_NOSIGNAL),
                      (ssize_t)sizeof ready - 1);
 
-    struct timeval tv = {.tv_sec = 60};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    int err = 0;
-    for (;;) {
-        ck_assert_msg(got < cap, "more than %zu bytes of answer", cap);
-        ssize_t n = recv(fd, buf + got, cap - got, 0);
-        if (n < 0)
-            err = errno;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
+    int err = ts_read_to_end(fd, buf, cap, &got, 60);
     close(fd);
     ck_assert_msg(!err, "the connection ended in %s after %zu bytes "
                         "(server end state %d when the request was sent)",

@@ -809,18 +809,7 @@ START_TEST(test_http_answer_whole_when_the_client_sends_after_the_close)
                          (ssize_t)sizeof more - 1);
         double late = seconds_now() - busy;
 
-        struct timeval tv = {.tv_sec = 30};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        int err = 0;
-        for (;;) {
-            ck_assert_msg(got < cap, "more than %zu bytes of answer", cap);
-            ssize_t n = recv(fd, buf + got, cap - got, 0);
-            if (n < 0)
-                err = errno;
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
+        int err = ts_read_to_end(fd, buf, cap, &got, 30);
         close(fd);
         bool whole = !err && ts_whole_chunked_200(buf, got);
         if (!whole && late > 1.0 && tries < 5)

@@ -77,6 +77,11 @@ int ts_server_end_state(int fd, uint16_t port);
  * holds "output". */
 bool ts_whole_chunked_200(const char *buf, size_t len);
 
+/* Reads fd into buf[*got..cap) until the server's end of the stream or
+ * an error (receive timeout `seconds`); fails the test past cap. Returns
+ * 0, or the errno the connection ended in (ECONNRESET). */
+int ts_read_to_end(int fd, char *buf, size_t cap, size_t *got, int seconds);
+
 /* Asserts r is a contract error body with this status and code. */
 void ts_assert_error(const ts_response *r, long status, const char *code);
 

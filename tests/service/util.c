@@ -353,3 +353,20 @@ double ts_metric(const char *text, const char *series)
     }
     return -1;
 }
+
+int ts_read_to_end(int fd, char *buf, size_t cap, size_t *got, int seconds)
+{
+    struct timeval tv = {.tv_sec = seconds};
+    int err = 0;
+
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (;;) {
+        ck_assert_msg(*got < cap, "more than %zu bytes of answer", cap);
+        ssize_t n = recv(fd, buf + *got, cap - *got, 0);
+        if (n < 0)
+            err = errno;
+        if (n <= 0)
+            return err;
+        *got += (size_t)n;
+    }
+}
