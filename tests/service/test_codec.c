@@ -17,6 +17,7 @@
 #include "attend/codec.h"
 #include "attend/request.h"
 #include "json/text.h"
+#include "test_service.h"
 
 #ifndef CODEC_FIXTURES
 #define CODEC_FIXTURES "tests/fixtures/codec"
@@ -1063,7 +1064,8 @@ START_TEST(test_codec_float32_loose_recomputed)
     const size_t n = 16, d = 64, h = 4;
     codec_request *req;
     codec_error err = {0};
-    float *f32 = malloc(n * d * sizeof(float)), *ref = malloc(n * d * sizeof(float));
+    float *f32 = malloc(n * d * sizeof(float));
+    float *ref = malloc(n * d * sizeof(float));
     size_t i, k, seed, missed = 0, differ = 0;
 
     ck_assert_ptr_nonnull(f32);
@@ -1119,7 +1121,8 @@ START_TEST(test_codec_bool_tensor_object)
         {BOOL_BASE "\"attn_mask\":[[false,true,false],[true,false,false],"
                    "[false,false,false]]}",
          BOOL_BASE "\"attn_mask\":{\"dtype\":\"float32\",\"shape\":[3,3],"
-                   "\"data\":\"AAAAAAAAgD8AAAAAAACAPwAAAAAAAAAAAAAAAAAAAAAAAAAA\"}}"},
+                   "\"data\":\"AAAAAAAAgD8AAAAAAACAPwAAAAAAAAAA"
+                   "AAAAAAAAAAAAAAAA\"}}"},
     };
     size_t i, j;
 
@@ -2525,9 +2528,9 @@ START_TEST(test_codec_format_round_trip)
             continue;
         fmt(v, buf);
         r = strtof(buf, &end);
-        ck_assert_msg(*end == '\0', "'%s' not fully read", buf);
+        TS_REQUIRE(*end == '\0', "'%s' not fully read", buf);
         memcpy(&back, &r, sizeof back);
-        ck_assert_msg(back == u, "0x%08x -> '%s' -> 0x%08x", u, buf, back);
+        TS_REQUIRE(back == u, "0x%08x -> '%s' -> 0x%08x", u, buf, back);
         checked++;
     }
     ck_assert_uint_gt(checked, 990000);
@@ -2557,13 +2560,13 @@ static void layouts_agree(const float *v, size_t n)
         lb = codec_num_format_portable(v[i], b);
         lc = codec_num_layout(v[i], sig[i], ex[i], c);
         a[la] = b[lb] = c[lc] = '\0';
-        ck_assert_msg(la == lb && strcmp(a, b) == 0, "%.9g: '%s' vs "
-                      "portable '%s'", (double)v[i], a, b);
-        ck_assert_msg(lc == la && strcmp(a, c) == 0, "%.9g: batch '%s' vs "
-                      "'%s'", (double)v[i], c, a);
-        ck_assert_msg(len[i] == la && memcmp(text[i], a, la) == 0,
-                      "%.9g: run text '%.*s' vs '%s'", (double)v[i],
-                      (int)len[i], text[i], a);
+        TS_REQUIRE(la == lb && strcmp(a, b) == 0, "%.9g: '%s' vs "
+                   "portable '%s'", (double)v[i], a, b);
+        TS_REQUIRE(lc == la && strcmp(a, c) == 0, "%.9g: batch '%s' vs "
+                   "'%s'", (double)v[i], c, a);
+        TS_REQUIRE(len[i] == la && memcmp(text[i], a, la) == 0,
+                   "%.9g: run text '%.*s' vs '%s'", (double)v[i],
+                   (int)len[i], text[i], a);
     }
 }
 
@@ -2661,13 +2664,13 @@ static void shortest_agrees(const float *v, size_t n)
     for (i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &v[i], sizeof u);
-        ck_assert_msg(s1[i] == s2[i] && e1[i] == e2[i],
-                      "bits %08x: %ue%d, dragonbox %ue%d", (unsigned)u,
-                      s1[i], e1[i], s2[i], e2[i]);
+        TS_REQUIRE(s1[i] == s2[i] && e1[i] == e2[i],
+                   "bits %08x: %ue%d, dragonbox %ue%d", (unsigned)u,
+                   s1[i], e1[i], s2[i], e2[i]);
     }
     for (; i < 48; i++)
-        ck_assert_msg(s1[i] == 0xDEADBEEFu && e1[i] == -12345,
-                      "written past %zu values at %zu", n, i);
+        TS_REQUIRE(s1[i] == 0xDEADBEEFu && e1[i] == -12345,
+                   "written past %zu values at %zu", n, i);
 }
 
 START_TEST(test_codec_shortest_simd)
@@ -2743,9 +2746,9 @@ START_TEST(test_codec_numbers_correctly_rounded)
 
     for (i = 0; i < sizeof hard / sizeof hard[0]; i++) {
         float want = strtof(hard[i], NULL), got = read_number(hard[i]);
-        ck_assert_msg(memcmp(&want, &got, sizeof want) == 0,
-                      "'%s': got %a, strtof %a", hard[i], (double)got,
-                      (double)want);
+        TS_REQUIRE(memcmp(&want, &got, sizeof want) == 0,
+                   "'%s': got %a, strtof %a", hard[i], (double)got,
+                   (double)want);
     }
     for (i = 0; i < 1000000; i++) {
         int digits, point, exp, n = 0;
@@ -2771,9 +2774,9 @@ START_TEST(test_codec_numbers_correctly_rounded)
         if (!isfinite(want))
             continue;
         got = read_number(buf);
-        ck_assert_msg(memcmp(&want, &got, sizeof want) == 0,
-                      "'%s': got %a, strtof %a", buf, (double)got,
-                      (double)want);
+        TS_REQUIRE(memcmp(&want, &got, sizeof want) == 0,
+                   "'%s': got %a, strtof %a", buf, (double)got,
+                   (double)want);
         /* the midpoints between neighbouring floats, written exactly */
         if (i % 8 == 0 && want != 0.0f) {
             double mid = ((double)want + (double)nextafterf(want, INFINITY)) / 2;
@@ -2781,9 +2784,9 @@ START_TEST(test_codec_numbers_correctly_rounded)
             want = strtof(buf, NULL);
             if (isfinite(want)) {
                 got = read_number(buf);
-                ck_assert_msg(memcmp(&want, &got, sizeof want) == 0,
-                              "midpoint '%s': got %a, strtof %a", buf,
-                              (double)got, (double)want);
+                TS_REQUIRE(memcmp(&want, &got, sizeof want) == 0,
+                           "midpoint '%s': got %a, strtof %a", buf,
+                           (double)got, (double)want);
             }
         }
     }

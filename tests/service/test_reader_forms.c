@@ -34,7 +34,7 @@ typedef struct rf_text {
 static void rf_put(rf_text *t, const char *s, size_t n)
 {
     text_append(&t->text, s, n);
-    ck_assert(!text_failed(&t->text));
+    TS_REQUIRE(!text_failed(&t->text), "out of memory for the body");
 }
 
 static void rf_puts(rf_text *t, const char *s)
@@ -49,7 +49,8 @@ static void rf_number(rf_text *t, const char *num)
         t->room = t->room ? t->room * 2 : 1024;
         t->at = realloc(t->at, t->room * sizeof *t->at);
         t->to = realloc(t->to, t->room * sizeof *t->to);
-        ck_assert(t->at != NULL && t->to != NULL);
+        TS_REQUIRE(t->at != NULL && t->to != NULL,
+                   "out of memory for the lists");
     }
     t->at[t->count] = t->text.len;
     rf_puts(t, num);
@@ -114,11 +115,11 @@ static float rf_want(const rf_text *t, size_t i)
     size_t n = t->to[i] - t->at[i];
     float v;
 
-    ck_assert_uint_lt(n, sizeof one);
+    TS_REQUIRE(n < sizeof one, "number %zu takes %zu bytes", i, n);
     memcpy(one, t->text.data + t->at[i], n);
     one[n] = '\0';
     v = strtof(one, &e);
-    ck_assert_msg(*e == '\0', "'%s' is not all a number", one);
+    TS_REQUIRE(*e == '\0', "'%s' is not all a number", one);
     return v;
 }
 
@@ -138,19 +139,19 @@ static void rf_check(const rf_text *t, size_t rows, size_t cols,
         memset(&err, 0, sizeof err);
         codec__row_isa(isa);
         codec_reader_init(&r, t->text.data, t->text.len, NULL);
-        ck_assert_msg(codec_array_parse(&r, "/x", "[n][d_model]",
-                                        CODEC_LEAF_F32, 2, 2, &a, &err) == 0,
-                      "%s, row loop %d: %s", what, isa, err.message);
+        TS_REQUIRE(codec_array_parse(&r, "/x", "[n][d_model]",
+                                     CODEC_LEAF_F32, 2, 2, &a, &err) == 0,
+                   "%s, row loop %d: %s", what, isa, err.message);
         ck_assert_uint_eq(a.shape[0], rows);
         ck_assert_uint_eq(a.shape[1], cols);
         ck_assert_uint_eq(a.count, t->count);
         for (i = 0; i < t->count; i++) {
             float want = rf_want(t, i), got = ((const float *)a.data)[i];
-            ck_assert_msg(memcmp(&want, &got, sizeof want) == 0,
-                          "%s, row loop %d, value %zu '%.*s': read %a, "
-                          "strtof %a", what, isa, i,
-                          (int)(t->to[i] - t->at[i]), t->text.data + t->at[i],
-                          (double)got, (double)want);
+            TS_REQUIRE(memcmp(&want, &got, sizeof want) == 0,
+                       "%s, row loop %d, value %zu '%.*s': read %a, "
+                       "strtof %a", what, isa, i,
+                       (int)(t->to[i] - t->at[i]), t->text.data + t->at[i],
+                       (double)got, (double)want);
         }
         codec_array_clear(&a);
     }
@@ -291,9 +292,9 @@ START_TEST(test_reader_forms_same_values)
             if (exact) /* and strtof reads back v itself */
                 for (i = 0; i < rows * cols; i++) {
                     float w = rf_want(&t, i);
-                    ck_assert_msg(memcmp(&w, &v[i], sizeof w) == 0,
-                                  "%s: '%s' is not %a", what, nums[i],
-                                  (double)v[i]);
+                    TS_REQUIRE(memcmp(&w, &v[i], sizeof w) == 0,
+                               "%s: '%s' is not %a", what, nums[i],
+                               (double)v[i]);
                 }
             rf_free(&t);
         }
@@ -736,21 +737,25 @@ START_TEST(test_reader_forms_stride_seams)
                         codec__row_isa(have);
                         got = codec_json_row_any(&p, body + n + 128, out,
                                                  sizeof out / sizeof *out);
-                        ck_assert_msg(got <= want,
-                                      "'%s' at %zu (%s): %zu numbers taken, "
-                                      "%zu before the fault",
+                        TS_REQUIRE(got <= want,
+                                   "'%s' at %zu (%s): %zu numbers taken, "
+                                   "%zu before the fault",
                                       faults[f], at, how ? "over" : "in",
                                       got, want);
                         for (i = 0; i < got; i++)
-                            ck_assert_msg(memcmp(&out[i], &ref[i], 4) == 0,
-                                          "'%s' at %zu: number %zu read %a, "
-                                          "the general reader %a",
-                                          faults[f], at, i, (double)out[i],
+                            TS_REQUIRE(memcmp(&out[i], &ref[i], 4) == 0,
+                                       "'%s' at %zu: number %zu read %a, "
+                                       "the general reader %a",
+                                       faults[f], at, i, (double)out[i],
                                           (double)ref[i]);
                         if (got == want)
-                            ck_assert_ptr_eq(p, stop);
+                            TS_REQUIRE(p == stop,
+                                       "'%s' at %zu: stopped at %td, not %td",
+                                       faults[f], at, p - body, stop - body);
                         else if (got > 0)
-                            ck_assert(*p == ',');
+                            TS_REQUIRE(*p == ',',
+                                       "'%s' at %zu: stopped on '%c'",
+                                       faults[f], at, *p);
                         taken += (int)got;
                     }
             }
@@ -810,12 +815,16 @@ START_TEST(test_reader_forms_row_any)
         p = buf;
         room = (rf_rand() % 4) ? 256 : 1 + (size_t)(rf_rand() % (count + 2));
         k = codec_json_row_any(&p, buf + n, out, room);
-        ck_assert_uint_le(k, count);
-        ck_assert_uint_le(k, room);
+        TS_REQUIRE(k <= count, "round %d: %zu of %zu numbers", round, k,
+                   count);
+        TS_REQUIRE(k <= room, "round %d: %zu numbers, room %zu", round, k,
+                   room);
         if (k == 0)
-            ck_assert_ptr_eq(p, buf);
+            TS_REQUIRE(p == buf, "round %d: moved with none read", round);
         else
-            ck_assert_ptr_eq(p, buf + to[k - 1]);
+            TS_REQUIRE(p == buf + to[k - 1],
+                       "round %d: stopped at %td, not %zu", round, p - buf,
+                       to[k - 1]);
         for (i = 0; i < k; i++) {
             char one[64], *e;
             size_t s = at[i], len;
@@ -831,15 +840,15 @@ START_TEST(test_reader_forms_row_any)
             memcpy(one, buf + s, len);
             one[len] = '\0';
             want = strtof(one, &e);
-            ck_assert_msg(*e == '\0' && memcmp(&want, &out[i], 4) == 0,
-                          "'%s': read %a, strtof %a", one, (double)out[i],
-                          (double)want);
+            TS_REQUIRE(*e == '\0' && memcmp(&want, &out[i], 4) == 0,
+                       "'%s': read %a, strtof %a", one, (double)out[i],
+                       (double)want);
             /* and the general reader takes the same text whole */
             memset(&err, 0, sizeof err);
             codec_reader_init(&r, one, len, NULL);
-            ck_assert_msg(codec_json_number(&r, &v, &finite, &err) == 0 &&
-                              r.p == r.end && finite,
-                          "'%s' taken, not a finite JSON number", one);
+            TS_REQUIRE(codec_json_number(&r, &v, &finite, &err) == 0 &&
+                           r.p == r.end && finite,
+                       "'%s' taken, not a finite JSON number", one);
         }
         taken += (int)k;
     }
