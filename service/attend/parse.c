@@ -351,6 +351,15 @@ static int codec__layers(codec__fields *top, const limits_config *lim,
         codec_request *one;
 
         snprintf(prefix, sizeof prefix, "/layers/%zu", count);
+        if (count == CODEC_MAX_LAYERS) {
+            /* each layer costs its parse and bookkeeping whatever its
+             * work, and the sums above take all the layers so far */
+            codec_error_set(err, ERRORS_TOO_LARGE, prefix,
+                            "/layers: more than %d layers; a request takes "
+                            "at most %d (the deepest models have about 130)",
+                            CODEC_MAX_LAYERS, CODEC_MAX_LAYERS);
+            goto fail;
+        }
         if (count == cap) {
             size_t c = cap ? 2 * cap : 8;
             codec_request **t = realloc(layers, c * sizeof *t);

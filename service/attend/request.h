@@ -78,6 +78,11 @@ struct codec_request {
  * memory is budgeted (budget.c) for every request that may take it. */
 #define CODEC_REF_FLOPS UINT64_C(1000000000)
 
+/* The most layers a `layers` request takes (413 beyond): a layer costs
+ * its parse and bookkeeping whatever its work, so a body of a few hundred
+ * KB of empty layers would otherwise hold a thread for seconds. */
+#define CODEC_MAX_LAYERS 1024
+
 /* The estimate of float32's error in an answer (run.c's codec__loose)
  * above which the float64 reference computes it again: a fifth of the
  * smallest at which float32 was seen to miss the contract's bound. */

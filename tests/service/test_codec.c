@@ -1157,6 +1157,34 @@ START_TEST(test_codec_bool_tensor_object)
 }
 END_TEST
 
+/* A layers request takes at most CODEC_MAX_LAYERS layers: 1024 empty
+ * layers over a top-level request are read, 1025 are 413 at the first
+ * one too many, which is refused before it is parsed. */
+START_TEST(test_codec_layers_count_limited)
+{
+    static const char head[] =
+        "{\"x\":[[1,0],[0,1]],\"w_q\":[[1,0],[0,1]],\"w_k\":[[1,0],[0,1]],"
+        "\"w_v\":[[1,2],[3,4]],\"return_weights\":\"none\",\"layers\":[";
+    sbuf b = {0};
+    codec_request *req;
+    char at[32];
+    size_t i;
+
+    sb_printf(&b, "%s", head);
+    for (i = 0; i < CODEC_MAX_LAYERS; i++)
+        sb_printf(&b, "%s{}", i ? "," : "");
+    sb_printf(&b, "]}");
+    req = parse_ok(b.data);
+    ck_assert_uint_eq(req->n_layers, CODEC_MAX_LAYERS);
+    codec_request_free(req);
+    b.len -= 2;
+    sb_printf(&b, ",{}]}");
+    snprintf(at, sizeof at, "/layers/%d", CODEC_MAX_LAYERS);
+    expect_err(b.data, ERRORS_TOO_LARGE, at, "at most 1024");
+    free(b.data);
+}
+END_TEST
+
 /* "global_tokens": [] is no global token, as when absent (an index list
  * a client computes may come out empty); [[]] stays 422. */
 START_TEST(test_codec_global_tokens_empty)
@@ -3299,6 +3327,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_float32_overflow_inside);
     tcase_add_test(tc, test_codec_float32_loose_recomputed);
     tcase_add_test(tc, test_codec_bool_tensor_object);
+    tcase_add_test(tc, test_codec_layers_count_limited);
     tcase_add_test(tc, test_codec_global_tokens_empty);
     tcase_add_test(tc, test_codec_positions_exact);
     tcase_add_test(tc, test_codec_rope_numbers_exact);
