@@ -180,8 +180,9 @@ void http__take_body(http_request *r, const char *data, size_t size)
             guard_body_sink(r->gc, NULL, 0); /* the buffer moves */
         char *b = realloc(r->body, cap);
         if (!b) {
-            /* Treated like an oversized body: drained, then refused. */
+            /* Drained, then refused as a moment's shortage (503). */
             r->discard = true;
+            r->body_oom = true;
             http__drop_body(r);
             return;
         }
@@ -496,6 +497,11 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
                            "later",
                            srv->cfg.max_buffered_bytes);
     }
+    if (r->discard && r->body_oom)
+        return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
+                           "out of memory for the request body of %zu "
+                           "bytes; retry later",
+                           r->bytes_in);
     if (r->discard) {
         metrics_closed(srv->metrics, METRICS_CLOSED_TOO_LARGE);
         return http__error(r, c, ERRORS_TOO_LARGE, NULL,

@@ -61,6 +61,7 @@ typedef struct http_request {
     bool attend_slot; /* holds one of max_in_flight */
     bool discard;     /* body over a limit: drained, then refused */
     bool over_budget; /* ... the limit being --max-buffered-bytes */
+    bool body_oom;    /* ... or the memory for it not to be had */
     bool cut;         /* cut off and answered by guard.c: no response */
     bool claimed;     /* the answer is this request's to send (guard.h) */
     bool deferred;    /* no body: headers judged on the second call */
