@@ -64,16 +64,19 @@ static int codec__loose(const attn_params *p, const float *absmax)
     double col = 1.0;
 
     if (p->w_o != NULL) {
+        /* the columns' squares summed row by row, in the order w_o lies */
         size_t rows = d->h * d->d_v, c, r;
-        double top = 0.0;
-        for (c = 0; c < d->d_out; c++) {
-            double sum = 0.0;
-            for (r = 0; r < rows; r++) {
-                double w = p->w_o[r * d->d_out + c];
-                sum += w * w;
-            }
-            top = sum > top ? sum : top;
+        double *sum = calloc(d->d_out, sizeof *sum), top = 0.0;
+        if (sum == NULL)
+            return 0; /* the float64 path would need more than this */
+        for (r = 0; r < rows; r++) {
+            const float *row = p->w_o + r * d->d_out;
+            for (c = 0; c < d->d_out; c++)
+                sum[c] += (double)row[c] * (double)row[c];
         }
+        for (c = 0; c < d->d_out; c++)
+            top = sum[c] > top ? sum[c] : top;
+        free(sum);
         col = sqrt(top);
     }
     return t * col > CODEC_F32_ERROR;
