@@ -64,19 +64,22 @@ static int codec__loose(const attn_params *p, const float *absmax)
     double col = 1.0;
 
     if (p->w_o != NULL) {
-        /* the columns' squares summed row by row, in the order w_o lies */
-        size_t rows = d->h * d->d_v, c, r;
-        double *sum = calloc(d->d_out, sizeof *sum), top = 0.0;
-        if (sum == NULL)
-            return 0; /* the float64 path would need more than this */
-        for (r = 0; r < rows; r++) {
-            const float *row = p->w_o + r * d->d_out;
-            for (c = 0; c < d->d_out; c++)
-                sum[c] += (double)row[c] * (double)row[c];
+        /* the columns' squares, 2048 columns at a time down the rows:
+         * each row's part read whole, as w_o lies, and nothing allocated
+         * (the run's allocations are each either had or a 503) */
+        size_t rows = d->h * d->d_v, c0, c, r;
+        double sum[2048], top = 0.0;
+        for (c0 = 0; c0 < d->d_out; c0 += 2048) {
+            size_t w = d->d_out - c0 < 2048 ? d->d_out - c0 : 2048;
+            memset(sum, 0, sizeof sum);
+            for (r = 0; r < rows; r++) {
+                const float *row = p->w_o + r * d->d_out + c0;
+                for (c = 0; c < w; c++)
+                    sum[c] += (double)row[c] * (double)row[c];
+            }
+            for (c = 0; c < w; c++)
+                top = sum[c] > top ? sum[c] : top;
         }
-        for (c = 0; c < d->d_out; c++)
-            top = sum[c] > top ? sum[c] : top;
-        free(sum);
         col = sqrt(top);
     }
     return t * col > CODEC_F32_ERROR;
