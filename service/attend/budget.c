@@ -212,13 +212,15 @@ int codec__budget(codec_request *req, const limits_config *lim,
     if (rc == ATTN_OK && req->flops <= CODEC_REF_FLOPS && !req->top_k &&
         !req->analysis) {
         /* the float64 reference that computes the request again when
-         * float32 overflows (run.c): Q, K, V and the heads' concatenation
-         * of one batch element, and a row of scores, in doubles; twice
-         * the float32 projections, once the fast path's workspace is
-         * freed */
+         * float32 overflows (run.c): Q, K (twice: as it is and
+         * transposed), V and the heads' concatenation of one batch
+         * element, a row of scores and one of the output, in doubles;
+         * twice the float32 projections, once the fast path's workspace
+         * is freed */
         const attn_dims *d = &p->dims;
         uint64_t ref = 8 * ((uint64_t)d->n * d->h * (d->d_k + d->d_v) +
-                            (uint64_t)d->m * d->g * (d->d_k + d->d_v) + d->m);
+                            (uint64_t)d->m * d->g * (2 * d->d_k + d->d_v) +
+                            d->m + d->d_out);
         if (ref > ws)
             ws = ref;
     }

@@ -1106,6 +1106,40 @@ START_TEST(test_codec_float32_loose_recomputed)
 }
 END_TEST
 
+/* The same at the size of a real layer, past the 1e9 operations the
+ * float64 path once stopped at: n = 1024, d_model = 256, 4 heads (1.6e9
+ * operations), weights of twice unit values. */
+START_TEST(test_codec_float32_loose_recomputed_large)
+{
+    const size_t n = 1024, d = 256, h = 4;
+    codec_request *req;
+    codec_error err = {0};
+    float *f32 = malloc(n * d * sizeof(float));
+    float *ref = malloc(n * d * sizeof(float));
+    size_t i, missed = 0;
+
+    ck_assert_ptr_nonnull(f32);
+    ck_assert_ptr_nonnull(ref);
+    rng_state = 2025;
+    req = scaled_request(n, d, h, 1.0f, 2.0f);
+    ck_assert_uint_gt(req->flops, UINT64_C(1000000000));
+    ck_assert_uint_le(req->flops, CODEC_REF_FLOPS);
+    ck_assert_int_eq(attn_forward(&req->p, f32, NULL), ATTN_OK);
+    ck_assert_int_eq(attn_forward_ref(&req->p, ref, NULL), ATTN_OK);
+    ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
+    for (i = 0; i < n * d; i++) {
+        missed += !close_enough(f32[i], ref[i]);
+        TS_REQUIRE(close_enough(req->output[i], ref[i]),
+                   "output %zu is %.9g, the float64 reference %.9g", i,
+                   (double)req->output[i], (double)ref[i]);
+    }
+    ck_assert_msg(missed > 0, "float32 alone met the bound: no test");
+    codec_request_free(req);
+    free(f32);
+    free(ref);
+}
+END_TEST
+
 /* A boolean field may be a tensor object too ("any matrix or vector
  * field"), float32 like every one: 0 is false and 1 true, anything else
  * (an additive float mask) 422. */
@@ -3326,6 +3360,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_top_k);
     tcase_add_test(tc, test_codec_float32_overflow_inside);
     tcase_add_test(tc, test_codec_float32_loose_recomputed);
+    tcase_add_test(tc, test_codec_float32_loose_recomputed_large);
     tcase_add_test(tc, test_codec_bool_tensor_object);
     tcase_add_test(tc, test_codec_layers_count_limited);
     tcase_add_test(tc, test_codec_global_tokens_empty);
