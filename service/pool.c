@@ -32,7 +32,7 @@ struct pool {
     bool stopping;
     size_t n_workers, n_started;
     pool__worker *workers;
-    attn_executor exec;
+    attn_executor exec, inline_exec;
 };
 
 static _Thread_local bool pool__in_task;
@@ -137,6 +137,19 @@ static void pool__run(void *ctx, size_t count,
     pthread_cond_destroy(&j.finished);
 }
 
+/* pool_inline_executor's run: the tasks in order on the calling thread, as
+ * worker 0, skipping them once the thread's cancel flag is set. */
+static void pool__run_inline(void *ctx, size_t count,
+                             void (*fn)(void *arg, size_t i, size_t worker),
+                             void *arg)
+{
+    const atomic_bool *cancel = pool__cancel;
+    (void)ctx;
+    for (size_t i = 0; i < count; i++)
+        if (!cancel || !atomic_load_explicit(cancel, memory_order_relaxed))
+            fn(arg, i, 0);
+}
+
 int pool_new(size_t workers, pool **out)
 {
     *out = NULL;
@@ -171,6 +184,9 @@ int pool_new(size_t workers, pool **out)
     p->exec.run = pool__run;
     p->exec.workers = workers;
     p->exec.ctx = p;
+    p->inline_exec.run = pool__run_inline;
+    p->inline_exec.workers = workers;
+    p->inline_exec.ctx = p;
     *out = p;
     return 0;
 }
@@ -194,6 +210,11 @@ void pool_free(pool *p)
 const attn_executor *pool_executor(pool *p)
 {
     return &p->exec;
+}
+
+const attn_executor *pool_inline_executor(pool *p)
+{
+    return &p->inline_exec;
 }
 
 size_t pool_runs_waiting(pool *p)

@@ -26,6 +26,14 @@ void pool_free(pool *p);
  * from inside a task executes inline on that worker. */
 const attn_executor *pool_executor(pool *p);
 
+/* An executor of as many workers as p whose run executes the tasks on the
+ * calling thread, in order (honouring pool_set_cancel), for a request
+ * computed off the pool. The library splits a request by its executor's
+ * worker count, and with some BLAS kernels (OpenBLAS's Haswell sgemm)
+ * the rounding of a product depends on how its rows are split: computed
+ * through this executor, a request gets the same bytes as on the pool. */
+const attn_executor *pool_inline_executor(pool *p);
+
 /* Cancellation of the calling thread's runs: while *flag is set, each run
  * this thread starts afterwards claims its remaining tasks without running
  * them, so a request whose client has gone stops at the next task (a tile

@@ -259,8 +259,9 @@ static bool http__pool_to_spare(void *ctx)
  * and the tasks' hand-offs, the weights packed again for each tile and
  * the data moving to the pool's cores cost more than they gain (workload 2
  * under 16 connections: 7.72 against 8.09 ms of attnd's CPU a request, 7
- * alternating rounds). Such a request runs to its end when its client
- * leaves, which takes no longer than that. */
+ * alternating rounds). It is split into tasks as on the pool and they run
+ * in turn (pool_inline_executor), so its answer has the same bytes, and
+ * it stops at the next task when its client leaves. */
 #define HTTP__OWN_THREAD_COST UINT64_C(256000000)
 
 /* The answer of a computed request: its writer, which takes req, or the
@@ -313,7 +314,7 @@ static void *http__compute(void *arg)
         const attn_executor *exec = pool_executor(srv->pool);
         if (rc == 0 && atomic_load(&srv->attend_in_flight) > 1 &&
             codec_request_cost(req) <= HTTP__OWN_THREAD_COST)
-            exec = NULL;
+            exec = pool_inline_executor(srv->pool);
         if (rc == 0 && codec_run(req, exec, &r->err, &seconds) == 0) {
             metrics_compute(srv->metrics, seconds);
             r->failed = false;
@@ -375,7 +376,8 @@ static enum MHD_Result http__attend_small(http_request *r,
         return http__run_off_thread(r, c);
     }
     r->failed = true;
-    if (codec_run(req, NULL, &r->err, &seconds) == 0) {
+    if (codec_run(req, pool_inline_executor(srv->pool), &r->err, &seconds) ==
+        0) {
         metrics_compute(srv->metrics, seconds);
         http__writer_of(r, req);
         req = NULL;

@@ -1763,6 +1763,46 @@ START_TEST(test_http_small_work_under_load_computes_alone)
 }
 END_TEST
 
+START_TEST(test_http_same_answer_inline_or_on_pool)
+{
+    /* A small request is computed on the libmicrohttpd thread that read
+     * it; the same request in a body of more than 1 MiB (blanks after its
+     * last member) on the compute pool. Both split the work as the pool
+     * does, so the answers have the same bytes (with OpenBLAS's Haswell
+     * sgemm, a product's rounding depends on how its rows are split).
+     * Causal, n = 96, d_model = 64: 4.7e6 flops, enough to be split, and
+     * work enough under HTTP__INLINE_COST to be computed inline. */
+    ts_case k;
+    ts_case_make(&k, 96, 64, 4, 16, "\"mask\":\"causal\"");
+    size_t pad = ((size_t)1 << 20) + 4096, len = k.json_len + pad;
+    char *padded = malloc(len);
+    ck_assert_ptr_nonnull(padded);
+    memcpy(padded, k.json, k.json_len - 1);
+    memset(padded + k.json_len - 1, ' ', pad);
+    padded[len - 1] = '}';
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = k.json,
+                    .body_len = k.json_len};
+    ts_response small, large;
+    ts_http(port, &q, &small);
+    q.body = padded;
+    q.body_len = len;
+    ts_http(port, &q, &large);
+    ck_assert_int_eq(small.status, 200);
+    ck_assert_int_eq(large.status, 200);
+    const char *m1 = strstr(small.body, "\"meta\"");
+    const char *m2 = strstr(large.body, "\"meta\"");
+    ck_assert_ptr_nonnull(m1);
+    ck_assert_ptr_nonnull(m2);
+    ck_assert_int_eq(m1 - small.body, m2 - large.body);
+    ck_assert(memcmp(small.body, large.body, (size_t)(m1 - small.body)) == 0);
+    ts_response_free(&small);
+    ts_response_free(&large);
+    free(padded);
+    ts_case_free(&k);
+}
+END_TEST
+
 START_TEST(test_http_client_gone_mid_compute_cancelled)
 {
     /* Every compute thread is held, so the request waits in the pool; its
@@ -2196,6 +2236,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_quiesce_answers_kept_connections_and_refuses_new_work);
     tcase_add_test(t, test_http_client_gone_mid_compute_cancelled);
     tcase_add_test(t, test_http_small_work_under_load_computes_alone);
+    tcase_add_test(t, test_http_same_answer_inline_or_on_pool);
     tcase_add_test(t, test_http_connections_spread_over_threads);
     tcase_add_test(t, test_http_per_address_limit_503);
     tcase_add_test(t, test_http_full_closes_longest_idle);
