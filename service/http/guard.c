@@ -9,8 +9,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/sockios.h>
+#include <linux/tcp.h> /* tcpi_bytes_acked, which glibc's tcp_info lacks */
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,17 @@ static int guard__unacked(int fd)
 {
     int n = 0;
     return ioctl(fd, SIOCOUTQ, &n) == 0 ? n : 0;
+}
+
+uint64_t guard__acked(int fd, uint64_t fallback)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_bytes_acked) +
+                  sizeof ti.tcpi_bytes_acked)
+        return fallback;
+    return ti.tcpi_bytes_acked;
 }
 
 /* -- raw answers ------------------------------------------------------------ */

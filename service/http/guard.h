@@ -9,7 +9,8 @@
  *     answered here, once, with the contract's JSON error body;
  *   - deadlines: the header section within --header-timeout of its first
  *     byte, bodies at --min-body-rate and within --body-timeout, responses
- *     read at --min-send-rate (each averaged over --rate-window);
+ *     acknowledged by the client at --min-send-rate (each averaged over
+ *     --rate-window);
  *   - connection limits: --max-connections-per-ip, and --max-connections
  *     reached by closing the longest-idle keep-alive connection first;
  *   - on shutdown, closing every connection without a request in compute;

@@ -163,6 +163,10 @@ static inline int64_t guard__now(void)
     return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* Bytes of fd's stream its peer has acknowledged since the connection
+ * began (the kernel's count: it only grows); fallback when the kernel does
+ * not keep it (TCP_INFO before Linux 4.1). */
+uint64_t guard__acked(int fd, uint64_t fallback);
 /* shutdown(2) itself, past this layer's shutdown (guard.c). */
 int guard__sys_shutdown(int fd, int how);
 /* Keeps fd open, its write side shut, for the sweeper to read and drop

@@ -20,9 +20,13 @@ attnd started with the shipped Kubernetes settings (--max-in-flight 8):
             body budget together: large uploads get 503 with Retry-After
             before a byte is read, and small requests are still served (the
             last sixteenth of the budget is kept for bodies up to 1 MiB).
-  reader    a client that reads a 30 MB answer at 4 KB/s is cut off (its
+  reader    a client that reads a 42 MB answer at 4 KB/s is cut off (its
             memory freed, its slot released); SIGTERM meanwhile exits
             within --shutdown-timeout.
+  steady    a client that reads that answer steadily at twice
+            --min-send-rate for 10 s, then at full speed, is not cut off
+            (the kernel's send buffer takes the answer in bursts seconds
+            apart) and gets the whole answer.
   framing   requests that RFC 9112 says are 400 (whitespace before a colon,
             obs-fold, a bare CR, bad or comma-repeated Content-Length, a
             smuggled request): each answered once, 400 with the JSON error
@@ -377,18 +381,24 @@ def budget(binary):
     check(rc == 0, "exit 0 (%s)" % rc)
 
 
-# -- the slow reader -----------------------------------------------------------
+# -- readers of a large answer -------------------------------------------------
 
-def reader(binary):
-    print("== reader: a 30 MB answer read at 4 KB/s", flush=True)
-    a = Attnd(binary, ["--quiet", "--threads", "2", "--rate-window", "2",
-                       "--shutdown-timeout", "6"])
-    port = a.port
+def large_answer_body():
+    """A small request whose answer, with its per-head maps, is 42 MB:
+    far more than the kernel's socket buffers hold at once."""
     n, d, h = 640, 16, 8
     x = [[((i * 7 + j * 3) % 11) / 10.0 for j in range(d)] for i in range(n)]
     w = [[((i + 2 * j) % 5) / 10.0 for j in range(d)] for i in range(d)]
-    body = json.dumps({"x": x, "w_q": w, "w_k": w, "w_v": w,
+    return json.dumps({"x": x, "w_q": w, "w_k": w, "w_v": w,
                        "num_heads": h}).encode()
+
+
+def reader(binary):
+    print("== reader: a 42 MB answer read at 4 KB/s", flush=True)
+    a = Attnd(binary, ["--quiet", "--threads", "2", "--rate-window", "2",
+                       "--shutdown-timeout", "6"])
+    port = a.port
+    body = large_answer_body()
     s = connect(port, "127.0.0.70", 30)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.sendall(post_req("/attend", body, close=False))
@@ -426,6 +436,85 @@ def reader(binary):
     print("SIGTERM with a slow reader: exit %s after %.2f s" % (rc, dt))
     check(rc == 0 and dt < 10.0, "exit 0 within --shutdown-timeout (6 s) "
           "+ 4 s")
+
+
+def dechunk(data):
+    """The body of a chunked answer, or None when its framing is broken."""
+    out, at = [], 0
+    while True:
+        eol = data.find(b"\r\n", at)
+        if eol < 0:
+            return None
+        try:
+            size = int(data[at:eol].split(b";")[0], 16)
+        except ValueError:
+            return None
+        if size == 0:
+            return b"".join(out) if data[eol:] == b"\r\n\r\n" else None
+        out.append(data[eol + 2:eol + 2 + size])
+        at = eol + 2 + size + 2
+
+
+def steady(binary):
+    # The kernel's send buffer (megabytes, autotuned) takes the first
+    # megabytes of the answer at once, and afterwards the server is woken
+    # to write only when a third of it is free: the writes come seconds
+    # apart however steadily the client reads. The rate is of what the
+    # client has acknowledged, so this reader at twice the rate is served.
+    rate, window, paced = 64 << 10, 2, 10.0
+    print("== steady: a 42 MB answer read at %d KiB/s for %.0f s under "
+          "--min-send-rate %d --rate-window %d, then at full speed" %
+          (2 * rate >> 10, paced, rate, window), flush=True)
+    a = Attnd(binary, ["--quiet", "--threads", "2", "--min-send-rate",
+                       str(rate), "--rate-window", str(window)])
+    port = a.port
+    s = connect(port, "127.0.0.72", 30)
+    s.sendall(post_req("/attend", large_answer_body()))
+    buf, closed, err = b"", None, ""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < paced:
+        try:
+            got = s.recv(2 * rate // 20)
+        except (ConnectionResetError, socket.timeout) as e:
+            got, err = b"", " (%s)" % e.__class__.__name__
+        if not got:
+            closed = time.monotonic() - t0
+            break
+        buf += got
+        ahead = len(buf) / (2 * rate) - (time.monotonic() - t0)
+        if ahead > 0:
+            time.sleep(ahead)
+    steady_kib = len(buf) >> 10
+    while closed is None:
+        try:
+            got = s.recv(1 << 20)
+        except (ConnectionResetError, socket.timeout) as e:
+            got, err = b"", " (%s)" % e.__class__.__name__
+        if not got:
+            break
+        buf += got
+    s.close()
+    print("steady reader: %d KiB in the first %.1f s, %d KiB in all%s" %
+          (steady_kib, closed if closed is not None else paced,
+           len(buf) >> 10, err))
+    check(closed is None, "not cut off while reading at twice "
+          "--min-send-rate (%s)" % ("%.1f s" % closed if closed else "never"))
+    end = buf.find(b"\r\n\r\n")
+    whole = None
+    if buf.startswith(b"HTTP/1.1 200 ") and end > 0:
+        chunked = b"transfer-encoding: chunked" in buf[:end].lower()
+        whole = dechunk(buf[end + 4:]) if chunked else buf[end + 4:]
+    try:
+        answer = json.loads(whole) if whole is not None else None
+    except ValueError:
+        answer = None
+    check(isinstance(answer, dict) and "output" in answer,
+          "the whole answer arrived: 200, %d bytes of JSON" %
+          (len(whole) if whole else 0))
+    slow = metric(port, 'attnd_connections_closed_total{reason="slow_read"}')
+    check(slow == 0, "no slow_read counted (%s)" % slow)
+    rc = a.stop()
+    check(rc == 0, "exit 0 (%s)" % rc)
 
 
 # -- framing -------------------------------------------------------------------
@@ -529,7 +618,8 @@ def main():
     ap.add_argument("--attnd", required=True)
     ap.add_argument("--seconds", type=float, default=16.0,
                     help="length of the siege's honest-client run")
-    ap.add_argument("--phases", default="siege,budget,reader,framing,bomb")
+    ap.add_argument("--phases",
+                    default="siege,budget,reader,steady,framing,bomb")
     args = ap.parse_args()
     hard = raise_nofile()
     # 3,000 idle connections, and room for the others and this process's
@@ -546,6 +636,7 @@ def main():
         {"siege": lambda: siege(args.attnd, args.seconds, n_idle),
          "budget": lambda: budget(args.attnd),
          "reader": lambda: reader(args.attnd),
+         "steady": lambda: steady(args.attnd),
          "framing": lambda: framing(args.attnd),
          "bomb": lambda: bomb(args.attnd)}[phase]()
     print("hostile: %d failure(s) in %.0f s" % (len(FAILS),
