@@ -26,13 +26,15 @@
 #   make test-shutdown-load    SIGTERM during load: every request completes
 #                              200 or is refused 503 before it starts; exit 0
 #   make test-hostile          attacks on a real attnd from several loopback
-#                              addresses (run_hostile.py, ~35 s): 3,000 idle,
+#                              addresses (run_hostile.py, ~50 s): 3,000 idle,
 #                              200 slow-head, 200 slow-body connections and
 #                              40 x 50 MB uploads while an honest client must
 #                              get every small POST /attend in under 2 s;
 #                              RSS within the body budget; SIGTERM exit time;
-#                              a slow reader; strict framing; the memory bomb
-#                              under an address-space limit
+#                              a slow reader cut off, a steady one served;
+#                              strict framing; the memory bomb under an
+#                              address-space limit (HOSTILE_PHASES=
+#                              reader,steady runs those phases only)
 #   make loadtest              figures, not a test (LOADTEST_SECONDS, default
 #                              60): wrk at 64 connections with bad requests
 #                              mixed in, 200 slowloris connections, vanishing
@@ -185,7 +187,8 @@ test-shutdown-load: $(BUILD)/attnd
 # -- hostile clients ------------------------------------------------------------
 
 test-hostile: $(BUILD)/attnd
-	$(ROBUST_PY) tests/robust/run_hostile.py --attnd $(BUILD)/attnd
+	$(ROBUST_PY) tests/robust/run_hostile.py --attnd $(BUILD)/attnd \
+	  $(if $(HOSTILE_PHASES),--phases $(HOSTILE_PHASES))
 
 # -- load and faults (figures; not in TEST_TARGETS) ---------------------------
 
