@@ -1,14 +1,15 @@
 /* attend.c: request bodies and POST /attend's computation.
  *
  * Bodies: a declared Content-Length is reserved whole against
- * --max-buffered-bytes before any byte is read (503 when it does not fit);
- * a chunked body reserves as it grows, and one that outgrows the budget
- * (503) or --max-body-bytes (413) is cut off at once: guard.c answers it
- * raw and closes the connection, since libmicrohttpd 0.9.75 mishandles a
- * response queued mid-upload. (Without guard.c, on a descriptor it cannot
- * track, the body is drained and refused when it ends.) The reservation is
- * released when the body is freed: after parsing, or when the request
- * ends.
+ * --max-buffered-bytes before any byte is read (503 when the bodies being
+ * received leave no room for it now, 413 when a body that large never
+ * fits); a chunked body reserves as it grows, and one that outgrows the
+ * room left (503), the budget (413) or --max-body-bytes (413) is cut off
+ * at once: guard.c answers it raw and closes the connection, since
+ * libmicrohttpd 0.9.75 mishandles a response queued mid-upload. (Without
+ * guard.c, on a descriptor it cannot track, the body is drained and
+ * refused when it ends.) The reservation is released when the body is
+ * freed: after parsing, or when the request ends.
  *
  * Compute: a request takes one of --max-in-flight slots only once its body
  * is complete, so slow uploads never hold a slot; bodies over 1 MiB leave
@@ -60,13 +61,35 @@ typedef struct http__body {
  * copied out of libmicrohttpd's; smaller ones mostly come with the head. */
 #define HTTP__SINK_MIN ((size_t)1 << 16)
 
+/* The most of --max-buffered-bytes one body of total bytes may hold. */
+static size_t http__budget_most(const server *srv, size_t total)
+{
+    size_t max = srv->cfg.max_buffered_bytes;
+    return total > HTTP__SMALL_BODY ? max - max / 16 : max;
+}
+
+/* The 413 of a body that can never fit in the budget, whatever else is
+ * received meanwhile: bytes is its Content-Length (declared) or what a
+ * chunked one has reached. */
+static void http__beyond_budget(const server *srv, bool declared,
+                                size_t bytes, char *msg, size_t cap)
+{
+    size_t max = srv->cfg.max_buffered_bytes;
+    size_t most = http__budget_most(srv, bytes);
+    snprintf(msg, cap,
+             "%s %zu bytes; one body may hold at most %zu bytes of "
+             "--max-buffered-bytes (ATTND_MAX_BUFFERED_BYTES, %zu)%s",
+             declared ? "Content-Length is" : "the chunked body reached",
+             bytes, most, max,
+             most < max ? ", a sixteenth being kept for bodies up to 1 MiB"
+                        : "");
+}
+
 /* Takes bytes from the budget for a body that will then hold total
  * reserved bytes; false when they do not fit. */
 static bool http__reserve(server *srv, size_t bytes, size_t total)
 {
-    size_t max = srv->cfg.max_buffered_bytes;
-    if (total > HTTP__SMALL_BODY)
-        max -= max / 16;
+    size_t max = http__budget_most(srv, total);
     size_t cur = atomic_load(&srv->buffered);
     do {
         if (cur > max || bytes > max - cur)
@@ -80,7 +103,14 @@ enum MHD_Result http__body_admit(http_request *r, struct MHD_Connection *c,
 {
     server *srv = r->srv;
     if (declared > srv->cfg.max_buffered_bytes ||
-        !http__reserve(srv, (size_t)declared, (size_t)declared)) {
+        (size_t)declared > http__budget_most(srv, (size_t)declared)) {
+        /* Retrying cannot help: 413, like --max-body-bytes. */
+        char msg[256];
+        http__beyond_budget(srv, true, (size_t)declared, msg, sizeof msg);
+        metrics_closed(srv->metrics, METRICS_CLOSED_TOO_LARGE);
+        return http__error(r, c, ERRORS_TOO_LARGE, NULL, "%s", msg);
+    }
+    if (!http__reserve(srv, (size_t)declared, (size_t)declared)) {
         metrics_closed(srv->metrics, METRICS_CLOSED_BUDGET);
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
                            "over capacity: a body of %llu bytes does not fit "
@@ -114,39 +144,52 @@ void http__drop_body(http_request *r)
     }
 }
 
+/* Why a body is refused mid-upload. */
+typedef enum http__refusal {
+    HTTP__REFUSE_BODY_LIMIT,  /* over --max-body-bytes: 413 */
+    HTTP__REFUSE_BUDGET_NOW,  /* the bodies being received leave no room
+                                 for it: 503, retry later */
+    HTTP__REFUSE_BUDGET_EVER  /* more than one body may hold of the
+                                 budget: 413 */
+} http__refusal;
+
 /* A body refused mid-upload: cut off now when guard.c tracks the
  * connection (the answer is sent raw and the rest never read), else drained
  * and answered when it ends (http__attend). */
-static void http__refuse_body(http_request *r, bool budget)
+static void http__refuse_body(http_request *r, http__refusal why)
 {
     server *srv = r->srv;
     r->discard = true;
     if (r->gc)
         guard_body_sink(r->gc, NULL, 0);
-    r->over_budget = budget;
+    r->over_budget = why == HTTP__REFUSE_BUDGET_NOW;
+    r->beyond_budget = why == HTTP__REFUSE_BUDGET_EVER;
     http__drop_body(r);
     if (!r->gc)
         return;
-    char msg[200];
-    if (budget)
+    char msg[256];
+    if (why == HTTP__REFUSE_BUDGET_NOW)
         snprintf(msg, sizeof msg,
                  "over capacity: the chunked body outgrew what "
                  "--max-buffered-bytes (ATTND_MAX_BUFFERED_BYTES, %zu) "
                  "leaves for bodies being received; retry later",
                  srv->cfg.max_buffered_bytes);
+    else if (why == HTTP__REFUSE_BUDGET_EVER)
+        http__beyond_budget(srv, false, r->bytes_in, msg, sizeof msg);
     else
         snprintf(msg, sizeof msg,
                  "the request body is over the limit --max-body-bytes "
                  "(ATTND_MAX_BODY_BYTES) of %zu bytes",
                  srv->cfg.limits.max_body_bytes);
-    r->status = errors_http_status(budget ? ERRORS_UNAVAILABLE
-                                          : ERRORS_TOO_LARGE);
-    r->error_code = errors_code(budget ? ERRORS_UNAVAILABLE
-                                       : ERRORS_TOO_LARGE);
+    errors_kind kind = why == HTTP__REFUSE_BUDGET_NOW ? ERRORS_UNAVAILABLE
+                                                      : ERRORS_TOO_LARGE;
+    r->status = errors_http_status(kind);
+    r->error_code = errors_code(kind);
     r->cut = true;
     guard_request_cut_off(r->gc,
-                          budget ? METRICS_CLOSED_BUDGET
-                                 : METRICS_CLOSED_TOO_LARGE,
+                          why == HTTP__REFUSE_BUDGET_NOW
+                              ? METRICS_CLOSED_BUDGET
+                              : METRICS_CLOSED_TOO_LARGE,
                           r->status, r->error_code, msg);
 }
 
@@ -157,21 +200,31 @@ void http__take_body(http_request *r, const char *data, size_t size)
     if (r->discard)
         return;
     if (size > max - r->body_len) {
-        http__refuse_body(r, false);
+        http__refuse_body(r, HTTP__REFUSE_BODY_LIMIT);
         return;
     }
-    if (r->body_len + size > r->body_cap) {
+    size_t need = r->body_len + size;
+    if (need > r->body_cap) {
+        if (need > http__budget_most(r->srv, need)) {
+            http__refuse_body(r, HTTP__REFUSE_BUDGET_EVER);
+            return;
+        }
         /* A declared length is allocated whole, so a body is copied once;
          * without one the buffer doubles as data arrives, each growth
-         * reserved from the budget first. */
+         * reserved from the budget first, and never past what one body
+         * may hold of it: a body that fits is not refused for the
+         * doubling's slack. */
         size_t cap = r->body_cap   ? r->body_cap
                      : r->body_hint ? r->body_hint /* reserved already */
                                     : 16384;
-        while (cap < r->body_len + size)
+        while (cap < need)
             cap = cap > max / 2 ? max : cap * 2;
+        size_t most = http__budget_most(r->srv, cap);
+        if (cap > most)
+            cap = most > need ? most : need;
         if (cap > r->reserved) {
             if (!http__reserve(r->srv, cap - r->reserved, cap)) {
-                http__refuse_body(r, true);
+                http__refuse_body(r, HTTP__REFUSE_BUDGET_NOW);
                 return;
             }
             r->reserved = cap;
@@ -498,6 +551,12 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
                            "%zu) leaves for bodies being received; retry "
                            "later",
                            srv->cfg.max_buffered_bytes);
+    }
+    if (r->discard && r->beyond_budget) {
+        char msg[256];
+        http__beyond_budget(srv, false, r->bytes_in, msg, sizeof msg);
+        metrics_closed(srv->metrics, METRICS_CLOSED_TOO_LARGE);
+        return http__error(r, c, ERRORS_TOO_LARGE, NULL, "%s", msg);
     }
     if (r->discard && r->body_oom)
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,

@@ -60,7 +60,9 @@ typedef struct http_request {
     struct timespec t0;
     bool attend_slot; /* holds one of max_in_flight */
     bool discard;     /* body over a limit: drained, then refused */
-    bool over_budget; /* ... the limit being --max-buffered-bytes */
+    bool over_budget; /* ... the limit being --max-buffered-bytes, for
+                         now */
+    bool beyond_budget; /* ... or for good: more than one body may hold */
     bool body_oom;    /* ... or the memory for it not to be had */
     bool cut;         /* cut off and answered by guard.c: no response */
     bool claimed;     /* the answer is this request's to send (guard.h) */

@@ -924,6 +924,80 @@ static void *chunked_post(void *arg)
     return NULL;
 }
 
+/* The bytes reserved for bodies being received, from /metrics. */
+static double buffered_bytes(uint16_t p)
+{
+    char *m = get_metrics(p);
+    double v = ts_metric(m, "attnd_buffered_bytes");
+    free(m);
+    return v;
+}
+
+/* A body larger than all --max-buffered-bytes lets one body hold can
+ * never be received, so it is 413, not 503 "retry later"; one that merely
+ * does not fit beside the bodies being received now is 503 with
+ * Retry-After. The budget is 4 MiB, of which a body over 1 MiB may take
+ * fifteen sixteenths (3.75 MiB). */
+START_TEST(test_http_body_beyond_budget_413_not_503)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.max_buffered_bytes = (size_t)4 << 20;
+    server *s = ts_start(&cfg);
+    uint16_t p = server_port(s);
+    char out[4096];
+
+    /* Heads only: the answers are decided from Content-Length alone. */
+    static const char beyond[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                                 "Content-Type: application/json\r\n"
+                                 "Content-Length: 4000000\r\n\r\n";
+    int status = ts_raw(p, beyond, sizeof beyond - 1, out, sizeof out);
+    ck_assert_msg(status == 413, "got %d: %s", status, out);
+    ck_assert_ptr_nonnull(strstr(out, "\"too_large\""));
+    ck_assert_ptr_nonnull(strstr(out, "--max-buffered-bytes"));
+    ck_assert_ptr_nonnull(strstr(out, "3932160"));
+    ck_assert_ptr_null(strstr(out, "Retry-After"));
+
+    /* 3 MB held by an upload whose body is still to come: 2 MB more do
+     * not fit now, but will once it is gone. */
+    static const char hold[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                               "Content-Type: application/json\r\n"
+                               "Content-Length: 3000000\r\n\r\n";
+    int held = ts_connect(p);
+    ck_assert_int_eq(send(held, hold, sizeof hold - 1, MSG_NOSIGNAL),
+                     (ssize_t)sizeof hold - 1);
+    for (int i = 0; i < 500 && buffered_bytes(p) < 3000000; i++)
+        sleep_ms(10);
+    static const char now[] = "POST /attend HTTP/1.1\r\nHost: t\r\n"
+                              "Content-Type: application/json\r\n"
+                              "Content-Length: 2000000\r\n\r\n";
+    status = ts_raw(p, now, sizeof now - 1, out, sizeof out);
+    ck_assert_msg(status == 503, "got %d: %s", status, out);
+    ck_assert_ptr_nonnull(strstr(out, "\"unavailable\""));
+    ck_assert_ptr_nonnull(strstr(out, "Retry-After"));
+    close(held);
+
+    /* Chunked: one that grows past 3.75 MiB is cut off with 413; one of
+     * 3.5 MB, which the buffer's doubling once took to 4 MiB and refused
+     * 503, is read whole and reaches the codec (spaces: invalid JSON). */
+    for (int i = 0; i < 500 && buffered_bytes(p) > 0; i++)
+        sleep_ms(10);
+    upload u = {.total = 8 << 20};
+    chunked_call c = {.port = p, .u = &u};
+    chunked_post(&c);
+    ck_assert_msg(c.status == 413, "got %ld: %s", c.status, c.body);
+    ck_assert_ptr_nonnull(strstr(c.body, "\"too_large\""));
+    ck_assert_ptr_nonnull(strstr(c.body, "--max-buffered-bytes"));
+    ck_assert_uint_lt(u.sent, u.total);
+    upload fits = {.total = 3500000};
+    chunked_call c2 = {.port = p, .u = &fits};
+    chunked_post(&c2);
+    ck_assert_msg(c2.status == 400, "got %ld: %s", c2.status, c2.body);
+    ck_assert_ptr_nonnull(strstr(c2.body, "\"invalid_json\""));
+    server_stop(s);
+}
+END_TEST
+
 START_TEST(test_http_chunked_over_limit_413_cut_off)
 {
     server *s = start_small_body(1000);
@@ -2219,6 +2293,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_early_refusal_read_by_a_client_still_sending);
     tcase_add_test(t, test_http_answer_whole_when_the_client_sends_after_the_close);
     tcase_add_test(t, test_http_small_buffered_budget_serves_small_bodies);
+    tcase_add_test(t, test_http_body_beyond_budget_413_not_503);
     tcase_add_test(t, test_http_chunked_over_limit_413_cut_off);
     tcase_add_test(t, test_http_transfer_encoding_guards_400);
     tcase_add_test(t, test_http_host_and_repeated_framing_400);
