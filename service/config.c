@@ -87,6 +87,10 @@ static const config__option config__options[] = {
     {"max-in-flight", "ATTND_MAX_IN_FLIGHT", CONFIG__SIZE,
      CONFIG__LIM(max_in_flight), 1, 1000000,
      "POST /attend requests in progress; beyond: 503 with Retry-After"},
+    {"max-in-flight-per-ip", "ATTND_MAX_IN_FLIGHT_PER_IP", CONFIG__SIZE,
+     CONFIG__AT(max_in_flight_per_ip), 0, 1000000,
+     "POST /attend requests in progress from one client address (503); "
+     "auto = 3/4 of max-in-flight, 0 = no limit (behind a proxy)"},
     {"max-request-bytes", "ATTND_MAX_REQUEST_BYTES", CONFIG__SIZE,
      CONFIG__LIM(max_request_bytes), 0, SIZE_MAX,
      "working memory of one request (413); auto = 1/2 of memory / max-in-flight"},
@@ -135,6 +139,7 @@ void config_defaults(config *cfg)
      * server_start lowers this to what RLIMIT_NOFILE allows. */
     cfg->max_connections = 16384;
     cfg->max_connections_per_ip = 64;
+    cfg->max_in_flight_per_ip = CONFIG_AUTO; /* see config_resolve */
     /* 64 MiB (the default body limit) in 120 s needs 0.5 MiB/s. */
     cfg->body_timeout_s = 120;
     cfg->header_timeout_s = 10;
@@ -153,11 +158,18 @@ void config_defaults(config *cfg)
     cfg->healthcheck = false;
 }
 
-/* Whether 0 means "sized for the machine" (config_resolve). */
+/* Whether an option takes "auto" (sized by config_resolve). */
 static bool config__auto(const config__option *o)
 {
     return o->offset == CONFIG__AT(max_buffered_bytes) ||
-           o->offset == CONFIG__LIM(max_request_bytes);
+           o->offset == CONFIG__LIM(max_request_bytes) ||
+           o->offset == CONFIG__AT(max_in_flight_per_ip);
+}
+
+/* What "auto" is stored as: 0, or CONFIG_AUTO where 0 means no limit. */
+static size_t config__auto_value(const config__option *o)
+{
+    return o->offset == CONFIG__AT(max_in_flight_per_ip) ? CONFIG_AUTO : 0;
 }
 
 /* The current value of an option as text, for --help's defaults. */
@@ -174,7 +186,8 @@ static void config__format(const config *cfg, const config__option *o,
         snprintf(buf, cap, "%u", *(const unsigned *)(const void *)p);
         break;
     case CONFIG__SIZE:
-        if (*(const size_t *)(const void *)p == 0 && config__auto(o))
+        if (config__auto(o) &&
+            *(const size_t *)(const void *)p == config__auto_value(o))
             snprintf(buf, cap, "auto");
         else
             snprintf(buf, cap, "%zu", *(const size_t *)(const void *)p);
@@ -296,6 +309,10 @@ static int config__set(config *cfg, const config__option *o, const char *v)
 {
     char *p = (char *)cfg + o->offset;
     uint64_t u;
+    if (config__auto(o) && !strcmp(v, "auto")) {
+        *(size_t *)(void *)p = config__auto_value(o);
+        return 0;
+    }
     switch (o->kind) {
     case CONFIG__HOST: {
         unsigned char addr[16];
@@ -362,7 +379,7 @@ static void config__bad(FILE *err, const config__option *o, const char *from,
         what = "a number of seconds";
         break;
     default:
-        what = "an integer";
+        what = config__auto(o) ? "\"auto\" or an integer" : "an integer";
         break;
     }
     char range[64] = "";
@@ -429,8 +446,6 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
                     o->flag);
             return CONFIG_ERROR;
         }
-        if (config__auto(o) && !strcmp(v, "auto"))
-            v = "0";
         if (config__set(cfg, o, v)) {
             config__bad(err, o, "value", v);
             return CONFIG_ERROR;
@@ -440,8 +455,6 @@ config_result config_parse(config *cfg, int argc, char **argv, FILE *out,
     for (size_t i = 0; i < CONFIG__N_OPTIONS; i++) {
         const config__option *o = &config__options[i];
         const char *v = given[i] ? NULL : getenv(o->env);
-        if (v && config__auto(o) && !strcmp(v, "auto"))
-            v = "0";
         if (v && config__set(cfg, o, v)) {
             config__bad(err, o, "environment value", v);
             return CONFIG_ERROR;
@@ -551,6 +564,12 @@ void config_resolve(config *cfg)
     if (cfg->limits.max_request_bytes == 0) {
         size_t n = cfg->limits.max_in_flight ? cfg->limits.max_in_flight : 1;
         cfg->limits.max_request_bytes = mem / 2 / n;
+    }
+    if (cfg->max_in_flight_per_ip == CONFIG_AUTO) {
+        /* Most of the slots for one address (a load generator, a proxy),
+         * and a quarter always left to the others. */
+        size_t share = cfg->limits.max_in_flight * 3 / 4;
+        cfg->max_in_flight_per_ip = share ? share : 1;
     }
 }
 

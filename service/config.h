@@ -19,6 +19,10 @@ typedef struct config {
     size_t threads;         /* --threads ATTND_THREADS, 0: usable cores */
     size_t max_connections; /* --max-connections ATTND_MAX_CONNECTIONS */
     size_t max_connections_per_ip; /* --max-connections-per-ip, 0: no limit */
+    size_t max_in_flight_per_ip; /* --max-in-flight-per-ip: POST /attend
+                                    slots one client address may hold; 0:
+                                    no limit; CONFIG_AUTO until
+                                    config_resolve sizes it */
     unsigned body_timeout_s; /* --body-timeout ATTND_BODY_TIMEOUT: seconds a
                                 request body may take to arrive in full */
     unsigned header_timeout_s; /* --header-timeout: seconds from a request's
@@ -41,6 +45,11 @@ typedef struct config {
     double drain_delay_s;   /* --drain-delay ATTND_DRAIN_DELAY */
     bool healthcheck;       /* --healthcheck: probe a running attnd */
 } config;
+
+/* What "auto" is stored as in an option where 0 has a meaning of its own
+ * (--max-in-flight-per-ip, where 0 is no limit); config_resolve replaces
+ * it. */
+#define CONFIG_AUTO SIZE_MAX
 
 /* One limit a client sizes its requests by, as GET /limits publishes it:
  * the option's flag without its leading "--" ("max-body-bytes", static)
@@ -94,7 +103,9 @@ size_t config_memory_bytes(void);
 /* Replaces the automatic (0) values of --max-buffered-bytes and
  * --max-request-bytes by their sizes for this machine: a quarter of
  * config_memory_bytes() for the bodies being received, and half of it
- * shared by --max-in-flight requests for each request's working memory. */
+ * shared by --max-in-flight requests for each request's working memory;
+ * and an automatic (CONFIG_AUTO) --max-in-flight-per-ip by three quarters
+ * of --max-in-flight, at least 1. */
 void config_resolve(config *cfg);
 
 /* The limits a client needs to size a request before sending it: each

@@ -203,9 +203,10 @@ int main(int argc, char **argv)
     text_json_string(&extra, attn_blas_config(), strlen(attn_blas_config()));
     text_printf(&extra,
                 ",\"max_connections\":%zu,\"max_buffered_bytes\":%zu,"
-                "\"max_request_bytes\":%zu",
+                "\"max_request_bytes\":%zu,\"max_in_flight_per_ip\":%zu",
                 in_force->max_connections, in_force->max_buffered_bytes,
-                in_force->limits.max_request_bytes);
+                in_force->limits.max_request_bytes,
+                in_force->max_in_flight_per_ip);
     if (!text_failed(&extra))
         log_event("info", "listening", extra.data);
     text_free(&extra);

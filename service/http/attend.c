@@ -13,7 +13,8 @@
  *
  * Compute: a request takes one of --max-in-flight slots only once its body
  * is complete, so slow uploads never hold a slot; bodies over 1 MiB leave
- * an eighth of the slots to smaller ones. A body of at most 1 MiB is
+ * an eighth of the slots to smaller ones, and one client address holds at
+ * most --max-in-flight-per-ip of them. A body of at most 1 MiB is
  * parsed on the libmicrohttpd thread that read it (about a millisecond at
  * most), and a request whose work is tiny is computed and answered there
  * too. Otherwise its connection is suspended and a thread of its own
@@ -590,6 +591,25 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
                            "shutting down: not accepting new work");
     }
+    /* One address holds at most its share of the slots, so that one
+     * client (many connections asking for large answers that it reads
+     * slowly) cannot hold every slot and lock the others out; a share of
+     * all the slots or more is no limit. Taken before the global slot, so
+     * that its refused attempts never hold a global slot even for a
+     * moment. */
+    size_t per_ip = srv->cfg.max_in_flight_per_ip;
+    if (per_ip >= srv->cfg.limits.max_in_flight)
+        per_ip = 0;
+    if (per_ip && r->gc && !guard_slot_take(r->gc, per_ip)) {
+        http__drop_body(r);
+        return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
+                           "over capacity: the limit --max-in-flight-per-ip "
+                           "(ATTND_MAX_IN_FLIGHT_PER_IP) is %zu requests "
+                           "computing at once from one client address, all "
+                           "held by this address's requests; retry later",
+                           per_ip);
+    }
+    r->ip_slot = per_ip && r->gc;
     /* Large bodies (their parsing alone takes a while) leave an eighth of
      * the slots, at least one, to small requests, as they leave part of
      * the body budget: a crowd of large uploads cannot lock out the small
@@ -600,6 +620,10 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
     size_t prev = atomic_fetch_add(&srv->attend_in_flight, 1);
     if (prev >= slots) {
         atomic_fetch_sub(&srv->attend_in_flight, 1);
+        if (r->ip_slot) {
+            guard_slot_give(r->gc);
+            r->ip_slot = false;
+        }
         http__drop_body(r);
         char large[64] = "";
         if (slots < srv->cfg.limits.max_in_flight)

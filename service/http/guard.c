@@ -282,9 +282,11 @@ static int guard__admit(guard *g, int fd, const struct sockaddr_storage *ss,
     }
     if (!*slot) {
         memcpy(ip->addr, addr, 16);
+        atomic_init(&ip->in_flight, 0);
         *slot = ip;
     }
     ip->count++;
+    gc->ip = ip;
     gc->g = g;
     gc->fd = fd;
     gc->worker = worker;
@@ -330,6 +332,22 @@ guard_conn *guard__forget(int fd)
     }
     pthread_cond_broadcast(&g->wake);
     return gc;
+}
+
+bool guard_slot_take(guard_conn *gc, size_t max)
+{
+    size_t cur = atomic_load(&gc->ip->in_flight);
+    do {
+        if (cur >= max)
+            return false;
+    } while (!atomic_compare_exchange_weak(&gc->ip->in_flight, &cur,
+                                           cur + 1));
+    return true;
+}
+
+void guard_slot_give(guard_conn *gc)
+{
+    atomic_fetch_sub(&gc->ip->in_flight, 1);
 }
 
 /* -- the calls libmicrohttpd makes ---------------------------------------- */

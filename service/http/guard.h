@@ -13,6 +13,8 @@
  *     --rate-window);
  *   - connection limits: --max-connections-per-ip, and --max-connections
  *     reached by closing the longest-idle keep-alive connection first;
+ *   - the count of POST /attend slots each client address holds, for
+ *     --max-in-flight-per-ip (guard_slot_take; attend.c answers the 503);
  *   - on shutdown, closing every connection without a request in compute;
  *   - noticing a client that leaves while its request computes, and one
  *     that half-closed right after its request (libmicrohttpd would wait
@@ -116,6 +118,14 @@ void guard_body_sink(guard_conn *gc, char *buf, uint64_t len);
 /* The body offset from which its bytes were read into the sink; UINT64_MAX
  * when none were. */
 uint64_t guard_body_sunk(const guard_conn *gc);
+
+/* A POST /attend slot counted against the connection's client address:
+ * taken when the address holds fewer than max (the caller skips the call
+ * for no limit); returns whether it was. Each slot taken is given back
+ * once, before libmicrohttpd closes the connection: in the request's
+ * completed callback. Lock-free, one compare-and-swap. */
+bool guard_slot_take(guard_conn *gc, size_t max);
+void guard_slot_give(guard_conn *gc);
 
 /* Cuts the current request off now: answers status (code, message) raw
  * when no answer has begun, then shuts the connection down; counted under

@@ -74,9 +74,16 @@ typedef struct guard__lingerer {
     int rate_unacked;
 } guard__lingerer;
 
+/* One client address: its open connections (under guard__mu), and the
+ * POST /attend slots its requests hold (guard_slot_take). An entry lives
+ * while the address has a connection open: a request gives its slot back
+ * when libmicrohttpd completes it, which is before its connection's
+ * socket is closed (and forgotten here), so an entry whose count falls to
+ * 0 holds no slot. */
 typedef struct guard__ip {
     unsigned char addr[16];
     size_t count;
+    atomic_size_t in_flight;
     struct guard__ip *next;
 } guard__ip;
 
@@ -85,6 +92,7 @@ struct guard_conn {
     int fd;
     unsigned char addr[16];
     char peer[INET6_ADDRSTRLEN];
+    guard__ip *ip; /* its address's entry, which outlives it */
     guard_conn *prev, *next; /* g's list, under guard__mu */
 
     /* Read by the sweeper, written by the connection's libmicrohttpd

@@ -59,6 +59,7 @@ typedef struct http_request {
     bool route_tensors; /* POST /tensors: the body goes to the store */
     struct timespec t0;
     bool attend_slot; /* holds one of max_in_flight */
+    bool ip_slot;     /* ... counted against its address (guard_slot_take) */
     bool discard;     /* body over a limit: drained, then refused */
     bool over_budget; /* ... the limit being --max-buffered-bytes, for
                          now */

@@ -466,6 +466,14 @@ static void http__completed(void *cls, struct MHD_Connection *c,
     }
     if (r->gc)
         guard_request_end(r->gc);
+    /* The slots before the count: once the in-flight gauge shows the
+     * request ended, its slots are free. Its address's slot is given
+     * back here, before libmicrohttpd closes the socket, while r->gc
+     * and its address's entry still exist. */
+    if (r->attend_slot)
+        atomic_fetch_sub(&srv->attend_in_flight, 1);
+    if (r->ip_slot)
+        guard_slot_give(r->gc);
     /* A request that never got a response (client gone, timeout) is not
      * counted by status; it leaves the in-flight gauge all the same. */
     metrics_request_end(srv->metrics, r->label, r->status, r->bytes_in,
@@ -490,8 +498,6 @@ static void http__completed(void *cls, struct MHD_Connection *c,
         };
         log_request(&line);
     }
-    if (r->attend_slot)
-        atomic_fetch_sub(&srv->attend_in_flight, 1);
     http__drop_body(r);
     codec_writer_free(r->writer);
     free(r->store_ans.body); /* an answer never queued */

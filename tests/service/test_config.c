@@ -197,7 +197,8 @@ START_TEST(test_config_help_lists_every_option)
         "--rate-window", "ATTND_RATE_WINDOW", "--max-buffered-bytes",
         "ATTND_MAX_BUFFERED_BYTES", "--max-request-bytes",
         "ATTND_MAX_REQUEST_BYTES", "--shutdown-timeout",
-        "ATTND_SHUTDOWN_TIMEOUT", "default auto"};
+        "ATTND_SHUTDOWN_TIMEOUT", "--max-in-flight-per-ip",
+        "ATTND_MAX_IN_FLIGHT_PER_IP", "default auto"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(out, want[i]) != NULL, "--help lacks %s", want[i]);
     const char *ver[] = {"--version", NULL};
@@ -236,6 +237,67 @@ START_TEST(test_config_connection_limits_and_auto_sizes)
                      CONFIG_RUN);
     config_resolve(&cfg);
     ck_assert_uint_eq(cfg.limits.max_request_bytes, 1000);
+}
+END_TEST
+
+/* --max-in-flight-per-ip: auto (the default, by flag or variable) is three
+ * quarters of --max-in-flight once resolved, at least 1; 0 is no limit,
+ * and stays 0; a number stays. */
+START_TEST(test_config_in_flight_per_ip)
+{
+    config cfg;
+    char out[16384] = "", err[512] = "";
+    ck_assert_int_eq(parse(&cfg, NULL, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    ck_assert_uint_eq(cfg.max_in_flight_per_ip, CONFIG_AUTO);
+    config_resolve(&cfg);
+    ck_assert_uint_eq(cfg.max_in_flight_per_ip, 48); /* of 64 */
+    static const struct {
+        const char *in_flight, *per_ip;
+        size_t want;
+    } cases[] = {
+        {"8", "auto", 6}, {"4", "auto", 3}, {"3", "auto", 2},
+        {"2", "auto", 1}, {"1", "auto", 1}, {"7", "auto", 5},
+        {"8", "0", 0},    {"8", "5", 5},    {"8", "20", 20},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {"--max-in-flight", cases[i].in_flight,
+                              "--max-in-flight-per-ip", cases[i].per_ip,
+                              NULL};
+        ck_assert_int_eq(parse(&cfg, args, out, sizeof out, err, sizeof err),
+                         CONFIG_RUN);
+        config_resolve(&cfg);
+        ck_assert_msg(cfg.max_in_flight_per_ip == cases[i].want,
+                      "--max-in-flight %s --max-in-flight-per-ip %s: %zu, "
+                      "expected %zu",
+                      cases[i].in_flight, cases[i].per_ip,
+                      cfg.max_in_flight_per_ip, cases[i].want);
+    }
+    /* The variable, with the same spellings. */
+    setenv("ATTND_MAX_IN_FLIGHT_PER_IP", "0", 1);
+    ck_assert_int_eq(parse(&cfg, NULL, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    config_resolve(&cfg);
+    ck_assert_uint_eq(cfg.max_in_flight_per_ip, 0);
+    setenv("ATTND_MAX_IN_FLIGHT_PER_IP", "auto", 1);
+    const char *eight[] = {"--max-in-flight=8", NULL};
+    ck_assert_int_eq(parse(&cfg, eight, out, sizeof out, err, sizeof err),
+                     CONFIG_RUN);
+    config_resolve(&cfg);
+    ck_assert_uint_eq(cfg.max_in_flight_per_ip, 6);
+    setenv("ATTND_MAX_IN_FLIGHT_PER_IP", "half", 1);
+    ck_assert_int_eq(parse(&cfg, NULL, out, sizeof out, err, sizeof err),
+                     CONFIG_ERROR);
+    ck_assert_ptr_nonnull(strstr(err, "ATTND_MAX_IN_FLIGHT_PER_IP"));
+    ck_assert_ptr_nonnull(strstr(err, "\"auto\" or an integer"));
+    unsetenv("ATTND_MAX_IN_FLIGHT_PER_IP");
+    const char *help[] = {"--help", NULL};
+    ck_assert_int_eq(parse(&cfg, help, out, sizeof out, err, sizeof err),
+                     CONFIG_EXIT);
+    const char *line = strstr(out, "--max-in-flight-per-ip");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_ptr_nonnull(strstr(line, "env ATTND_MAX_IN_FLIGHT_PER_IP, "
+                                       "default auto"));
 }
 END_TEST
 
@@ -288,6 +350,7 @@ Suite *config_suite(void)
     tcase_add_test(t, test_config_help_lists_every_option);
     tcase_add_test(t, test_config_cgroup_files);
     tcase_add_test(t, test_config_connection_limits_and_auto_sizes);
+    tcase_add_test(t, test_config_in_flight_per_ip);
     suite_add_tcase(s, t);
     return s;
 }

@@ -1312,6 +1312,177 @@ START_TEST(test_http_in_flight_limit_503_retry_after)
 }
 END_TEST
 
+/* Polls (up to 30 s) until at most want requests are in flight; as
+ * wait_in_flight, it only orders the test's steps. */
+static void wait_in_flight_down(server *s, size_t want)
+{
+    for (int i = 0; i < 3000 && metrics_in_flight(server_metrics(s)) > want;
+         i++)
+        sleep_ms(10);
+    ck_assert_uint_le(metrics_in_flight(server_metrics(s)), want);
+}
+
+/* A POST /attend of c from address src whose answer is left unread:
+ * returns its socket once the answer has begun, so the request holds its
+ * slot until the socket is closed. The answer (per-head maps, over 10 MB)
+ * is larger than what the kernel buffers between the two ends. */
+static int hold_answer(uint16_t p, const char *src, const ts_case *c)
+{
+    int fd = ts_connect_from(p, src);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "POST /attend HTTP/1.1\r\nHost: t\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n\r\n",
+                     c->json_len);
+    ck_assert_int_eq(send(fd, head, (size_t)n, MSG_NOSIGNAL), n);
+    ck_assert_int_eq(send(fd, c->json, c->json_len, MSG_NOSIGNAL),
+                     (ssize_t)c->json_len);
+    struct timeval tv = {.tv_sec = 60};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char status[13] = "";
+    ck_assert_int_eq(recv(fd, status, 12, MSG_WAITALL), 12);
+    ck_assert_str_eq(status, "HTTP/1.1 200");
+    return fd;
+}
+
+/* One small POST /attend from src: its status, and its body in *r when r
+ * is not NULL (free it). */
+static long post_from(uint16_t p, const char *src, const ts_case *c,
+                      ts_response *r)
+{
+    ts_response own;
+    ts_request q = {.method = "POST", .path = "/attend",
+                    .content_type = "application/json", .body = c->json,
+                    .body_len = c->json_len, .source = src};
+    ts_http(p, &q, r ? r : &own);
+    long status = r ? r->status : own.status;
+    if (!r)
+        ts_response_free(&own);
+    return status;
+}
+
+/* One address holds at most --max-in-flight-per-ip slots: another is
+ * still served while it holds them, its slots come back when its
+ * requests end (an error answered, an answer left mid-way), and an
+ * attempt refused by the global limit leaves its address's count as it
+ * was. Idle connections from A and D keep their addresses' entries, and
+ * so their counts, for the whole test. */
+START_TEST(test_http_in_flight_per_ip_limit)
+{
+    static const char *A = "127.0.0.2", *B = "127.0.0.1", *C = "127.0.0.3",
+                      *D = "127.0.0.4";
+    config cfg;
+    ts_config(&cfg);
+    cfg.limits.max_in_flight = 4;
+    cfg.max_in_flight_per_ip = 2;
+    cfg.min_send_rate = 0; /* an unread answer holds its slot */
+    server *s = ts_start(&cfg);
+    uint16_t p = server_port(s);
+    int keep_a = ts_connect_from(p, A), keep_d = ts_connect_from(p, D);
+    ts_case small, big;
+    ts_case_make(&small, 4, 8, 2, 4, NULL);
+    ts_case_make(&big, 512, 16, 4, 4, NULL);
+
+    /* Answers and errors, one after another, each give their slot back. */
+    ts_request bad = {.method = "POST", .path = "/attend",
+                      .content_type = "application/json", .body = "{}",
+                      .body_len = 2, .source = A};
+    for (int i = 0; i < 3; i++) {
+        ts_response r;
+        ts_http(p, &bad, &r);
+        ts_assert_error(&r, 422, "invalid_request");
+        ts_response_free(&r);
+        ck_assert_int_eq(post_from(p, A, &small, NULL), 200);
+    }
+
+    /* A holds its two: a third is refused, another address served. */
+    int a1 = hold_answer(p, A, &big), a2 = hold_answer(p, A, &big);
+    ts_response r;
+    ck_assert_int_eq(post_from(p, A, &small, &r), 503);
+    ts_assert_error(&r, 503, "unavailable");
+    char v[64];
+    ck_assert_ptr_nonnull(ts_header(&r, "Retry-After", v, sizeof v));
+    ck_assert_str_eq(v, "1");
+    ck_assert_msg(strstr(r.body, "the limit --max-in-flight-per-ip "
+                                 "(ATTND_MAX_IN_FLIGHT_PER_IP) is 2 "),
+                  "%s", r.body);
+    ts_response_free(&r);
+    ck_assert_int_eq(post_from(p, B, &small, NULL), 200);
+
+    /* C takes the other two: every slot is held. D is refused by the
+     * global limit, twice; A still by its own. */
+    int c1 = hold_answer(p, C, &big), c2 = hold_answer(p, C, &big);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(post_from(p, D, &small, &r), 503);
+        ck_assert_msg(strstr(r.body, "the limit --max-in-flight "
+                                     "(ATTND_MAX_IN_FLIGHT) is 4 "),
+                      "%s", r.body);
+        ts_response_free(&r);
+    }
+    ck_assert_int_eq(post_from(p, A, &small, &r), 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "--max-in-flight-per-ip"));
+    ts_response_free(&r);
+
+    /* C leaves mid-answer: D's refused attempts took nothing of its
+     * address's share. */
+    close(c1);
+    close(c2);
+    wait_in_flight_down(s, 2);
+    ck_assert_int_eq(post_from(p, D, &small, NULL), 200);
+
+    /* A leaves mid-answer: its slots come back, and the count is exact:
+     * it holds two again, and no more. */
+    close(a1);
+    close(a2);
+    wait_in_flight_down(s, 0);
+    ck_assert_int_eq(post_from(p, A, &small, NULL), 200);
+    a1 = hold_answer(p, A, &big);
+    a2 = hold_answer(p, A, &big);
+    ck_assert_int_eq(post_from(p, A, &small, NULL), 503);
+    ck_assert_int_eq(post_from(p, B, &small, NULL), 200);
+    close(a1);
+    close(a2);
+    close(keep_a);
+    close(keep_d);
+    ts_case_free(&small);
+    ts_case_free(&big);
+    server_stop(s);
+}
+END_TEST
+
+/* With --max-in-flight-per-ip 0, one address may hold every slot (attnd
+ * behind a proxy whose address every request shares). */
+START_TEST(test_http_in_flight_per_ip_off)
+{
+    config cfg;
+    ts_config(&cfg);
+    cfg.limits.max_in_flight = 3;
+    cfg.max_in_flight_per_ip = 0;
+    cfg.min_send_rate = 0;
+    server *s = ts_start(&cfg);
+    uint16_t p = server_port(s);
+    ts_case small, big;
+    ts_case_make(&small, 4, 8, 2, 4, NULL);
+    ts_case_make(&big, 512, 16, 4, 4, NULL);
+    int fd[3];
+    for (int i = 0; i < 3; i++)
+        fd[i] = hold_answer(p, "127.0.0.2", &big);
+    ts_response r;
+    ck_assert_int_eq(post_from(p, "127.0.0.1", &small, &r), 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "(ATTND_MAX_IN_FLIGHT) is 3 "));
+    ts_response_free(&r);
+    for (int i = 0; i < 3; i++)
+        close(fd[i]);
+    wait_in_flight_down(s, 0);
+    ck_assert_int_eq(post_from(p, "127.0.0.2", &small, NULL), 200);
+    ts_case_free(&small);
+    ts_case_free(&big);
+    server_stop(s);
+}
+END_TEST
+
 /* -- computing ----------------------------------------------------------- */
 
 /* Checks a nested [rows][cols] JSON array against ref within
@@ -2300,6 +2471,8 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_idle_connection_closed_by_timeout);
     tcase_add_test(t, test_http_trickled_body_cut_at_body_timeout);
     tcase_add_test(t, test_http_in_flight_limit_503_retry_after);
+    tcase_add_test(t, test_http_in_flight_per_ip_limit);
+    tcase_add_test(t, test_http_in_flight_per_ip_off);
     tcase_add_test(t, test_http_attend_round_trip);
     tcase_add_test(t, test_http_large_body_read_in_place);
     tcase_add_test(t, test_http_half_closed_client_answered_and_closed);

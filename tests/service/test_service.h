@@ -55,6 +55,8 @@ typedef struct ts_request {
     size_t body_len;
     const char *origin;       /* sent as Origin */
     const char *const *extra; /* more header lines, NULL-terminated */
+    const char *source;       /* the client's address (127.0.0.x), to be
+                                 another client to the server */
 } ts_request;
 
 /* Performs req against 127.0.0.1:port with libcurl; fails the test on a
@@ -71,6 +73,9 @@ const char *ts_header(const ts_response *r, const char *name, char *buf,
 
 /* A new TCP connection to 127.0.0.1:port (fails the test otherwise). */
 int ts_connect(uint16_t port);
+/* The same from source address src (127.0.0.x: another client address on
+ * loopback). */
+int ts_connect_from(uint16_t port, const char *src);
 
 /* Sends raw bytes on a new connection and reads the answer until the server
  * closes, out is full or 10 s pass without data; returns the status of the

@@ -100,6 +100,10 @@ void ts_http(uint16_t port, const ts_request *req, ts_response *out)
     }
     for (const char *const *e = req->extra; e && *e; e++)
         hl = curl_slist_append(hl, *e);
+    if (req->source) {
+        snprintf(line, sizeof line, "host!%s", req->source);
+        curl_easy_setopt(h, CURLOPT_INTERFACE, line);
+    }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     CURLcode rc = curl_easy_perform(h);
     ck_assert_msg(rc == CURLE_OK, "%s %s: %s", method, req->path,
@@ -149,8 +153,18 @@ const char *ts_header(const ts_response *r, const char *name, char *buf,
 
 int ts_connect(uint16_t port)
 {
+    return ts_connect_from(port, NULL);
+}
+
+int ts_connect_from(uint16_t port, const char *src)
+{
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     ck_assert_int_ge(fd, 0);
+    if (src) {
+        struct sockaddr_in me = {.sin_family = AF_INET};
+        ck_assert_int_eq(inet_pton(AF_INET, src, &me.sin_addr), 1);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *)&me, sizeof me), 0);
+    }
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
