@@ -46,6 +46,7 @@ struct metrics {
     size_t threads;
     store *store; /* read at render time; may be NULL */
     uint64_t refused[METRICS_REFUSED_COUNT];
+    uint64_t slot_refused[METRICS_SLOT_COUNT];
     uint64_t closed[METRICS_CLOSED_COUNT];
     uint64_t cancelled;
     void (*gauges_fn)(void *ctx, metrics_gauges *out);
@@ -56,6 +57,12 @@ static const char *const metrics__refusal_names[] = {
 #define METRICS__R(name, label) label,
     METRICS_REFUSALS(METRICS__R)
 #undef METRICS__R
+};
+
+static const char *const metrics__slot_names[] = {
+#define METRICS__S(name, label) label,
+    METRICS_SLOT_REFUSALS(METRICS__S)
+#undef METRICS__S
 };
 
 static const char *const metrics__close_names[] = {
@@ -79,6 +86,14 @@ void metrics_refused(metrics *m, metrics_refusal why)
     pthread_mutex_lock(&m->mu);
     if (why < METRICS_REFUSED_COUNT)
         m->refused[why]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_slot_refused(metrics *m, metrics_slot_refusal why)
+{
+    pthread_mutex_lock(&m->mu);
+    if (why < METRICS_SLOT_COUNT)
+        m->slot_refused[why]++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -301,6 +316,14 @@ char *metrics_render(metrics *m, size_t *len)
                     "attnd_connections_refused_total{reason=\"%s\"} "
                     "%" PRIu64 "\n",
                     metrics__refusal_names[i], m->refused[i]);
+    text_printf(&t, "# HELP attnd_attend_refused_total POST /attend "
+                    "requests refused a compute slot (503), by reason.\n"
+                    "# TYPE attnd_attend_refused_total counter\n");
+    for (size_t i = 0; i < METRICS_SLOT_COUNT; i++)
+        text_printf(&t,
+                    "attnd_attend_refused_total{reason=\"%s\"} %" PRIu64
+                    "\n",
+                    metrics__slot_names[i], m->slot_refused[i]);
     text_printf(&t, "# HELP attnd_connections_closed_total Connections "
                     "the server closed or requests it cut off, by "
                     "reason.\n"

@@ -28,6 +28,10 @@ size_t metrics_in_flight(metrics *m);
 
 /* Why a connection was refused at accept (a 503 is sent, then it closes). */
 #define METRICS_REFUSALS(X) X(PER_IP, "per_ip") X(FULL, "full")
+/* Why a POST /attend was refused a compute slot (503 with Retry-After):
+ * --max-in-flight, or its client address's share, --max-in-flight-per-ip. */
+#define METRICS_SLOT_REFUSALS(X)                                              \
+    X(IN_FLIGHT, "in_flight") X(IN_FLIGHT_PER_IP, "in_flight_per_ip")
 /* Why the server closed a connection or cut a request off. */
 #define METRICS_CLOSES(X)                                                     \
     X(HEADER_TIMEOUT, "header_timeout") X(SLOW_BODY, "slow_body")             \
@@ -43,6 +47,13 @@ typedef enum metrics_refusal {
     METRICS_REFUSED_COUNT
 } metrics_refusal;
 
+typedef enum metrics_slot_refusal {
+#define METRICS__S(name, label) METRICS_SLOT_##name,
+    METRICS_SLOT_REFUSALS(METRICS__S)
+#undef METRICS__S
+    METRICS_SLOT_COUNT
+} metrics_slot_refusal;
+
 typedef enum metrics_close {
 #define METRICS__C(name, label) METRICS_CLOSED_##name,
     METRICS_CLOSES(METRICS__C)
@@ -55,6 +66,7 @@ const char *metrics_refusal_name(metrics_refusal why);
 const char *metrics_close_name(metrics_close why);
 
 void metrics_refused(metrics *m, metrics_refusal why);
+void metrics_slot_refused(metrics *m, metrics_slot_refusal why);
 void metrics_closed(metrics *m, metrics_close why);
 /* A computation stopped early because its client had gone. */
 void metrics_cancelled(metrics *m);

@@ -601,6 +601,7 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
     if (per_ip >= srv->cfg.limits.max_in_flight)
         per_ip = 0;
     if (per_ip && r->gc && !guard_slot_take(r->gc, per_ip)) {
+        metrics_slot_refused(srv->metrics, METRICS_SLOT_IN_FLIGHT_PER_IP);
         http__drop_body(r);
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
                            "over capacity: the limit --max-in-flight-per-ip "
@@ -624,6 +625,7 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
             guard_slot_give(r->gc);
             r->ip_slot = false;
         }
+        metrics_slot_refused(srv->metrics, METRICS_SLOT_IN_FLIGHT);
         http__drop_body(r);
         char large[64] = "";
         if (slots < srv->cfg.limits.max_in_flight)

@@ -1442,6 +1442,15 @@ START_TEST(test_http_in_flight_per_ip_limit)
     a2 = hold_answer(p, A, &big);
     ck_assert_int_eq(post_from(p, A, &small, NULL), 503);
     ck_assert_int_eq(post_from(p, B, &small, NULL), 200);
+    /* Each refusal counted under its reason: A's three, D's two. */
+    char *m = metrics_render(server_metrics(s), NULL);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_double_eq(
+        ts_metric(m, "attnd_attend_refused_total{reason=\"in_flight_per_ip\"}"),
+        3);
+    ck_assert_double_eq(
+        ts_metric(m, "attnd_attend_refused_total{reason=\"in_flight\"}"), 2);
+    free(m);
     close(a1);
     close(a2);
     close(keep_a);

@@ -83,6 +83,9 @@ START_TEST(test_metrics_connection_counts_and_gauges)
     metrics_closed(m, METRICS_CLOSED_HEADER_TIMEOUT);
     metrics_closed(m, METRICS_CLOSED_SLOW_READ);
     metrics_cancelled(m);
+    metrics_slot_refused(m, METRICS_SLOT_IN_FLIGHT_PER_IP);
+    metrics_slot_refused(m, METRICS_SLOT_IN_FLIGHT_PER_IP);
+    metrics_slot_refused(m, METRICS_SLOT_IN_FLIGHT);
     char *t = metrics_render(m, NULL);
     ck_assert_ptr_nonnull(t);
     ck_assert_double_eq(ts_metric(t, "attnd_connections_open"), 7);
@@ -94,6 +97,8 @@ START_TEST(test_metrics_connection_counts_and_gauges)
     ck_assert_double_eq(ts_metric(t, "attnd_connections_closed_total{reason=\"slow_read\"}"), 1);
     ck_assert_double_eq(ts_metric(t, "attnd_connections_closed_total{reason=\"budget\"}"), 0);
     ck_assert_double_eq(ts_metric(t, "attnd_compute_cancelled_total"), 1);
+    ck_assert_double_eq(ts_metric(t, "attnd_attend_refused_total{reason=\"in_flight\"}"), 1);
+    ck_assert_double_eq(ts_metric(t, "attnd_attend_refused_total{reason=\"in_flight_per_ip\"}"), 2);
     ck_assert_str_eq(metrics_close_name(METRICS_CLOSED_IDLE_EVICTED), "idle_evicted");
     free(t);
     metrics_free(m);
