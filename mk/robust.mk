@@ -26,12 +26,14 @@
 #   make test-shutdown-load    SIGTERM during load: every request completes
 #                              200 or is refused 503 before it starts; exit 0
 #   make test-hostile          attacks on a real attnd from several loopback
-#                              addresses (run_hostile.py, ~50 s): 3,000 idle,
+#                              addresses (run_hostile.py, ~65 s): 3,000 idle,
 #                              200 slow-head, 200 slow-body connections and
 #                              40 x 50 MB uploads while an honest client must
 #                              get every small POST /attend in under 2 s;
 #                              RSS within the body budget; SIGTERM exit time;
 #                              a slow reader cut off, a steady one served;
+#                              one address holding every slot it can with
+#                              slowly read answers while another is served;
 #                              strict framing; the memory bomb under an
 #                              address-space limit (HOSTILE_PHASES=
 #                              reader,steady runs those phases only)

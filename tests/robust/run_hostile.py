@@ -27,6 +27,12 @@ attnd started with the shipped Kubernetes settings (--max-in-flight 8):
             --min-send-rate for 10 s, then at full speed, is not cut off
             (the kernel's send buffer takes the answer in bursts seconds
             apart) and gets the whole answer.
+  slots     one address opens --max-in-flight (8) connections, each asking
+            for a 30 MB answer that it reads at 200 KB/s (above
+            --min-send-rate, so never cut off), and asks again whenever
+            refused: it holds its --max-in-flight-per-ip share (6), and
+            every small POST /attend from another address is served; once
+            it leaves, its address is served again.
   framing   requests that RFC 9112 says are 400 (whitespace before a colon,
             obs-fold, a bare CR, bad or comma-repeated Content-Length, a
             smuggled request): each answered once, 400 with the JSON error
@@ -517,6 +523,153 @@ def steady(binary):
     check(rc == 0, "exit 0 (%s)" % rc)
 
 
+# -- slots held by one address -----------------------------------------------
+
+def big_answer_body(n=640, d=16, h=8):
+    """A small request whose answer is large: per-head maps of n x n for h
+    heads, about 30 MB of JSON with the defaults."""
+    x = [[((i * 7 + j * 3) % 11) / 10.0 for j in range(d)] for i in range(n)]
+    w = [[((i + 2 * j) % 5) / 10.0 for j in range(d)] for i in range(d)]
+    return json.dumps({"x": x, "w_q": w, "w_k": w, "w_v": w,
+                       "num_heads": h}).encode()
+
+
+class SlowReaders(threading.Thread):
+    """n connections from one address, each asking for a large answer and
+    reading it at `rate` bytes/s (just above --min-send-rate, so never cut
+    off); one refused or ended asks again a second later, so the address
+    holds every slot it can."""
+
+    def __init__(self, port, src, n, body, rate, stop):
+        super().__init__(daemon=True)
+        self.port, self.src, self.body, self.rate = port, src, body, rate
+        self.stop = stop
+        self.socks = [None] * n
+        self.retry_at = [0.0] * n
+        self.refused = 0
+        self.read = 0
+
+    def _open(self, i):
+        try:
+            s = connect(self.port, self.src, 10)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.sendall(post_req("/attend", self.body))
+            s.setblocking(False)
+            self.socks[i] = [s, b"", time.monotonic(), 0]
+        except OSError:
+            self.retry_at[i] = time.monotonic() + 1.0
+
+    def run(self):
+        tick = 0.1
+        while not self.stop.is_set():
+            now = time.monotonic()
+            for i, entry in enumerate(self.socks):
+                if entry is None:
+                    if now >= self.retry_at[i]:
+                        self._open(i)
+                    continue
+                s, head, t_open, done = entry
+                # Paced by the clock, not by the rounds, which a loaded
+                # machine slows: a second's worth at most in one go.
+                want = int(min(self.rate * (now - t_open) - done, self.rate))
+                ended = False
+                while want > 0:
+                    try:
+                        got = s.recv(min(want, 1 << 16))
+                    except BlockingIOError:
+                        break
+                    except OSError:
+                        got = b""
+                    if not got:
+                        ended = True
+                        break
+                    want -= len(got)
+                    entry[3] += len(got)
+                    self.read += len(got)
+                    if len(head) < 16:
+                        head += got[:16]
+                        entry[1] = head
+                if head.startswith(b"HTTP/1.1 503"):
+                    self.refused += 1
+                    ended = True
+                if ended:
+                    s.close()
+                    self.socks[i] = None
+                    self.retry_at[i] = now + 1.0
+            self.stop.wait(tick)
+        for entry in self.socks:
+            if entry:
+                entry[0].close()
+
+    def holding(self):
+        return sum(1 for e in self.socks
+                   if e and e[1].startswith(b"HTTP/1.1 200"))
+
+
+def slots(binary, in_flight=8, seconds=8.0):
+    """One address takes every --max-in-flight slot with large answers it
+    reads slowly; a client from another address is still served, and the
+    address's slots come back once its requests end."""
+    print("== slots: %d slow readers of 30 MB answers from one address, "
+          "--max-in-flight %d; %g s" % (in_flight, in_flight, seconds),
+          flush=True)
+    a = Attnd(binary, ["--quiet", "--threads", "2", "--max-in-flight",
+                       str(in_flight)])
+    port = a.port
+    stop = threading.Event()
+    hog = SlowReaders(port, "127.0.0.90", in_flight, big_answer_body(),
+                      200 << 10, stop)
+    hog.start()
+    # Until the address holds its share (three quarters of the slots, the
+    # default --max-in-flight-per-ip), however long their computing takes.
+    share = in_flight * 3 // 4
+    deadline = time.monotonic() + 60
+    while hog.holding() < share and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    body = small_body()
+    statuses = {}
+    t_end = time.monotonic() + seconds
+    while time.monotonic() < t_end:
+        try:
+            st, _, _, _ = exchange(port, HONEST, post_req("/attend", body))
+        except (OSError, TimeoutError, ConnectionError) as e:
+            st = type(e).__name__
+        statuses[st] = statuses.get(st, 0) + 1
+        time.sleep(0.1)
+    served = statuses.get(200, 0)
+    total = sum(statuses.values())
+    print("slow readers holding answers: %d; refused %d times; honest "
+          "POST /attend from another address: %d of %d served (%s)" %
+          (hog.holding(), hog.refused, served, total, statuses))
+    check(1 <= hog.holding() <= share, "the slow readers hold answers, at "
+          "most their share (%d of %d)" % (share, in_flight))
+    check(served == total, "every honest request served while one address "
+          "holds what it can")
+    per_ip = metric(port, 'attnd_attend_refused_total'
+                    '{reason="in_flight_per_ip"}')
+    check(per_ip and per_ip >= 1, "the slow readers' extra requests counted "
+          "as in_flight_per_ip (%s)" % per_ip)
+    stop.set()
+    hog.join(10)
+    # Their connections closed mid-answer: every slot given back.
+    deadline = time.monotonic() + 10
+    st = None
+    while time.monotonic() < deadline:
+        try:
+            st, _, _, _ = exchange(port, "127.0.0.90",
+                                   post_req("/attend", body))
+        except (OSError, TimeoutError, ConnectionError) as e:
+            st = type(e).__name__
+        if st == 200:
+            break
+        time.sleep(0.2)
+    check(st == 200, "the slow readers' address served again after they "
+          "left (%s)" % st)
+    rc = a.stop()
+    check(rc == 0, "exit 0 (%s)" % rc)
+
+
 # -- framing -------------------------------------------------------------------
 
 FRAMING = [
@@ -619,7 +772,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=16.0,
                     help="length of the siege's honest-client run")
     ap.add_argument("--phases",
-                    default="siege,budget,reader,steady,framing,bomb")
+                    default="siege,budget,reader,steady,slots,framing,bomb")
     args = ap.parse_args()
     hard = raise_nofile()
     # 3,000 idle connections, and room for the others and this process's
@@ -637,6 +790,7 @@ def main():
          "budget": lambda: budget(args.attnd),
          "reader": lambda: reader(args.attnd),
          "steady": lambda: steady(args.attnd),
+         "slots": lambda: slots(args.attnd),
          "framing": lambda: framing(args.attnd),
          "bomb": lambda: bomb(args.attnd)}[phase]()
     print("hostile: %d failure(s) in %.0f s" % (len(FAILS),
