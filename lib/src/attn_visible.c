@@ -507,6 +507,17 @@ void attn__vis_bits(const attn__vis *v, size_t b, size_t i, size_t a,
     }
 }
 
+/* Score x plus its bias b, less the row's largest bias top (the softmax
+ * is the same, and x keeps its precision under a large bias common to
+ * the row), in double as the float64 reference adds: a bias so large that
+ * the reference's sum loses x (a row all at float32's lowest, the
+ * additive mask of a padded query) loses it here too, where float32's
+ * b - top would keep x whole and give another answer. */
+static inline float attn__vis_bias_add(float x, float b, float top)
+{
+    return (float)(((double)x + (double)b) - (double)top);
+}
+
 #ifdef ATTN__HAVE_X86
 /* tanh on 16 lanes: the odd series to y^9 below |y| = 0.1 (its next term
  * is under 1e-13 there), sign(y) (1 - t) / (1 + t) with t = e^(-2|y|)
@@ -566,10 +577,25 @@ attn__vis_adjust512(float *s, size_t len, float unit, float cap,
                               attn__tanh512(_mm512_mul_ps(x, vinv_cap)));
             x = _mm512_mask_blend_ps(lost, x, _mm512_set1_ps(NAN));
         }
-        if (bias != NULL)
-            x = _mm512_add_ps(
-                x, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, bias + j),
-                                 _mm512_set1_ps(top)));
+        if (bias != NULL) {
+            /* (x + bias) - top in double, as attn__vis_bias_add */
+            __m512 b = _mm512_maskz_loadu_ps(k, bias + j);
+            __m512d t = _mm512_set1_pd((double)top);
+            __m256 lo = _mm512_cvtpd_ps(_mm512_sub_pd(
+                _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)),
+                              _mm512_cvtps_pd(_mm512_castps512_ps256(b))),
+                t));
+            __m256 hi = _mm512_cvtpd_ps(_mm512_sub_pd(
+                _mm512_add_pd(
+                    _mm512_cvtps_pd(_mm256_castpd_ps(
+                        _mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))),
+                    _mm512_cvtps_pd(_mm256_castpd_ps(
+                        _mm512_extractf64x4_pd(_mm512_castps_pd(b), 1)))),
+                t));
+            x = _mm512_castpd_ps(_mm512_insertf64x4(
+                _mm512_castps_pd(_mm512_castps256_ps512(lo)),
+                _mm256_castps_pd(hi), 1));
+        }
         if (slope != 0.0f) {
             __m512 c = _mm512_add_ps(lane, _mm512_set1_ps((float)j));
             __m512 dist = _mm512_sub_ps(
@@ -651,7 +677,7 @@ void attn__vis_adjust(const attn__vis *v, size_t b, size_t i, size_t a,
         if (cap > 0.0f) /* an overflowed score stays non-finite: above */
             x = isfinite(x) ? cap * tanhf(x * inv_cap) : NAN;
         if (bias != NULL)
-            x += bias[c] - top;
+            x = attn__vis_bias_add(x, bias[c], top);
         if (slope != 0.0) {
             int64_t kp = attn__vis_kpos(v, b, k0 + c);
             double dist = (double)((kp > qp ? kp - qp : qp - kp) - near);

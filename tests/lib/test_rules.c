@@ -836,6 +836,40 @@ START_TEST(test_rules_adjust_matches_float64)
 }
 END_TEST
 
+/* A bias so large that the float64 reference's sum loses the score (a row
+ * all at float32's lowest or highest: Hugging Face's additive mask of a
+ * padded query) loses it here too, on both paths: every score of the row
+ * becomes the same, and the softmax uniform, as the reference's. */
+START_TEST(test_rules_adjust_bias_absorbs_as_float64)
+{
+    enum { LEN = 37 };
+    static float s[LEN], bias[LEN * 2];
+    static const float rows[3] = {-FLT_MAX, FLT_MAX, 1e30f};
+    tl_spec spec = {"absorb", {1, 2, LEN, 4, 4, 1, 1, 4, 4, 4}, true,
+                    false, 0, ATTN_MASK_NONE, TL_PAD_NONE, 0, 0};
+    tl_case c;
+    attn__vis v;
+
+    tl_case_init(&c, &spec, 2);
+    c.p.score_bias.data = bias;
+    for (int r = 0; r < 3; r++)
+        for (int isa = 0; isa < 2; isa++) {
+            for (size_t t = 0; t < 2 * LEN; t++)
+                bias[t] = rows[r];
+            ck_assert_int_eq(attn__vis_init(&v, &c.p), ATTN_OK);
+            v.avx512 = v.avx512 && isa;
+            for (size_t t = 0; t < LEN; t++)
+                s[t] = ((float)t - 18.0f) * 0.37f;
+            attn__vis_adjust(&v, 0, 0, 1, 0, s, LEN, 1.0f);
+            for (size_t t = 0; t < LEN; t++)
+                TL_CHECK(s[t] == 0.0f, "bias %g isa %d key %zu: %.9g, not 0",
+                         (double)rows[r], isa, t, (double)s[t]);
+            attn__vis_free(&v);
+        }
+    tl_case_free(&c);
+}
+END_TEST
+
 Suite *tl_suite_rules(void)
 {
     Suite *s = suite_create("rules");
@@ -849,6 +883,7 @@ Suite *tl_suite_rules(void)
     tcase_add_loop_test(tc, test_rules_alloc_fail_each, 0, 2);
     tcase_add_loop_test(tc, test_rules_neutral_is_v1_bit_for_bit, 0, 2);
     tcase_add_test(tc, test_rules_adjust_matches_float64);
+    tcase_add_test(tc, test_rules_adjust_bias_absorbs_as_float64);
     suite_add_tcase(s, tc);
     return s;
 }
