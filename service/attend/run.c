@@ -110,7 +110,7 @@ static attn_status codec__forward(const attn_params *p, uint64_t flops,
 }
 
 /* codec__run_one's message names the bound */
-_Static_assert(CODEC_REF_FLOPS == UINT64_C(4000000000), "the 4e9 below");
+_Static_assert(CODEC_REF_FLOPS == UINT64_C(10000000000), "the 1e10 below");
 
 static int codec__run_one(codec_request *req, const attn_executor *exec,
                           codec_error *err, double *compute_seconds)
@@ -226,7 +226,7 @@ static int codec__run_one(codec_request *req, const attn_executor *exec,
                 ? "and top_k and the head figures are computed in float32 "
                   "only"
             : req->flops > CODEC_REF_FLOPS
-                ? "and the request's work is over the 4e9 floating-point "
+                ? "and the request's work is over the 1e10 floating-point "
                   "operations its float64 path takes on"
                 : "and the answer itself, computed in float64, is beyond "
                   "float32's range");

@@ -1107,7 +1107,7 @@ START_TEST(test_codec_float32_loose_recomputed)
 END_TEST
 
 /* The same at the size of a real layer, past the 1e9 operations the
- * float64 path once stopped at: n = 1024, d_model = 256, 4 heads (1.6e9
+ * float64 path once stopped at (1e10 now): n = 1024, d_model = 256, 4 heads (1.6e9
  * operations), weights of twice unit values. */
 START_TEST(test_codec_float32_loose_recomputed_large)
 {
