@@ -254,7 +254,8 @@ static int codec__rules(codec__fields *f, codec_request *req, int *oom)
     size_t i;
 
     if (f->seen[F_ROPE]) {
-        p->rope.dim = f->rope.dim ? f->rope.dim : d->d_k;
+        /* dim 0 rotates nothing (the library's "no rope") */
+        p->rope.dim = f->rope.dim_given ? f->rope.dim : d->d_k;
         p->rope.theta = f->rope.theta;
         p->rope.style = (attn_rope_style)f->rope.style;
         p->rope.attention_factor = f->rope.factor;

@@ -410,13 +410,14 @@ static int codec__rules(const codec__fields *f, const attn_dims *d,
                         codec_error *err)
 {
     if (f->seen[F_ROPE]) {
-        size_t dim = f->rope.dim ? f->rope.dim : d->d_k;
+        size_t dim = f->rope.dim_given ? f->rope.dim : d->d_k;
         if (dim % 2 != 0 || dim > d->d_k) {
             codec_error_set(err, ERRORS_INVALID_REQUEST,
-                            f->rope.dim ? "/rope/dim" : "/rope",
+                            f->rope.dim_given ? "/rope/dim" : "/rope",
                             "%s: expected an even number of rotated "
                             "entries <= d_k = %zu, found %zu",
-                            f->rope.dim ? "/rope/dim" : "/rope", d->d_k, dim);
+                            f->rope.dim_given ? "/rope/dim" : "/rope", d->d_k,
+                            dim);
             return -1;
         }
         if (f->rope.inv_freq.data != NULL &&

@@ -16,7 +16,8 @@ typedef struct codec__label_text {
 } codec__label_text;
 
 typedef struct codec__rope {
-    size_t dim;           /* 0: d_k */
+    size_t dim;           /* when dim_given; else d_k */
+    int dim_given;        /* 0 is given too: nothing rotates */
     double theta;         /* 0: 10000 */
     double factor;        /* 0: 1 */
     int style;            /* index in attend_rope_style_names */

@@ -287,7 +287,8 @@ static int codec__rope_member(void *ctx, int key, codec_reader *r,
 
     switch (key) {
     case 0:
-        return codec__integer(r, ptr, 1, CODEC__COUNT_MAX, &o->dim, err);
+        o->dim_given = 1;
+        return codec__integer(r, ptr, 0, CODEC__COUNT_MAX, &o->dim, err);
     case 1:
         return codec__positive_as(r, ptr, 1, &o->theta, err);
     case 2:

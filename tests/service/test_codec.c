@@ -1106,6 +1106,39 @@ START_TEST(test_codec_float32_loose_recomputed)
 }
 END_TEST
 
+/* rope's dim is "an even integer <= d_k": 0 rotates nothing, the answer
+ * of the request without rope; 3 is refused at /rope/dim. */
+START_TEST(test_codec_rope_dim_zero)
+{
+#define ROPE_BASE "{\"x\":[[1,0,2,1],[0,1,1,3],[2,1,0,1]],\"num_heads\":1," \
+                  "\"w_q\":[[1,0,0,1],[0,1,1,0],[1,1,0,0],[0,0,1,1]]," \
+                  "\"w_k\":[[0,1,0,1],[1,0,1,0],[1,0,0,1],[0,1,1,0]]," \
+                  "\"w_v\":[[1,2,0,1],[0,1,2,0],[1,0,1,2],[2,1,0,1]]"
+    static const char *const with[] = {
+        ROPE_BASE ",\"rope\":{\"dim\":0}}",
+        ROPE_BASE ",\"rope\":{\"dim\":0,\"theta\":500,\"style\":\"interleaved\"}}",
+    };
+    codec_error err = {0};
+    codec_request *plain = parse_ok(ROPE_BASE "}"), *req;
+    size_t i, k;
+
+    ck_assert_int_eq(codec_run(plain, NULL, &err, NULL), 0);
+    for (k = 0; k < sizeof with / sizeof with[0]; k++) {
+        req = parse_ok(with[k]);
+        ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
+        for (i = 0; i < 3 * 4; i++)
+            ck_assert_msg(req->output[i] == plain->output[i],
+                          "%s: output %zu is %g, without rope %g", with[k], i,
+                          (double)req->output[i], (double)plain->output[i]);
+        codec_request_free(req);
+    }
+    codec_request_free(plain);
+    expect_err(ROPE_BASE ",\"rope\":{\"dim\":3}}", ERRORS_INVALID_REQUEST,
+               "/rope/dim", "even number");
+#undef ROPE_BASE
+}
+END_TEST
+
 /* The same at the size of a real layer, past the 1e9 operations the
  * float64 path once stopped at (1e10 now): n = 1024, d_model = 256, 4 heads (1.6e9
  * operations), weights of twice unit values. */
@@ -3361,6 +3394,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_float32_overflow_inside);
     tcase_add_test(tc, test_codec_float32_loose_recomputed);
     tcase_add_test(tc, test_codec_float32_loose_recomputed_large);
+    tcase_add_test(tc, test_codec_rope_dim_zero);
     tcase_add_test(tc, test_codec_bool_tensor_object);
     tcase_add_test(tc, test_codec_layers_count_limited);
     tcase_add_test(tc, test_codec_global_tokens_empty);
