@@ -342,8 +342,14 @@ static int codec__bool_tensor(codec_reader *r, const char *ptr,
     rc = codec__tensor_object(r, ptr, shape_doc, min_rank, max_rank, &f, err);
     r->ref_refused = refused;
     snprintf(at_ref, sizeof at_ref, "%s/ref", ptr);
-    if (rc != 0 && strcmp(err->field, at_ref) == 0)
+    if (rc != 0 && strcmp(err->field, at_ref) == 0) {
+        /* the field is what takes no ref: named so in the message too */
+        size_t n = strlen(at_ref);
         snprintf(err->field, sizeof err->field, "%s", ptr);
+        if (strncmp(err->message, at_ref, n) == 0)
+            memmove(err->message + strlen(ptr), err->message + n,
+                    strlen(err->message + n) + 1);
+    }
     if (rc != 0)
         return -1;
     v = f.data;
