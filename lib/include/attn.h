@@ -270,6 +270,12 @@ typedef struct attn_extras {
      *              float32 rounding may move the answer; NULL when not
      *              wanted; attn_forward_ref_ex leaves it */
     float *absmax;
+    /* normmax      [2]: the largest 2-norm of one head's d_k values of a
+     *              query row and of a key row, taken where absmax is;
+     *              a score's partial sums are at most their product
+     *              (Cauchy-Schwarz), often far below d_k max|q| max|k|;
+     *              NULL when not wanted; attn_forward_ref_ex leaves it */
+    float *normmax;
 } attn_extras;
 
 /* Validates p: dimensions non-zero, g divides h, d_out == h*d_v without W_O,

@@ -53,6 +53,24 @@ static float attn__absmax(const float *a, size_t len, float m)
     return m;
 }
 
+/* The larger of m and the largest 2-norm of the rows' d_k-wide head
+ * slices (rows * heads of them, contiguous). Summed in double: a slice of
+ * values near 1e19 has a norm that fits float32 while its squares do not. */
+static float attn__normmax(const float *a, size_t slices, size_t d_k, float m)
+{
+    double top = 0.0;
+
+    for (size_t s = 0; s < slices; s++) {
+        const float *row = a + s * d_k;
+        double sum = 0.0;
+        for (size_t c = 0; c < d_k; c++)
+            sum += (double)row[c] * (double)row[c];
+        top = sum > top ? sum : top;
+    }
+    top = sqrt(top);
+    return top > (double)m ? (float)top : m;
+}
+
 /* Phase 1, task t: one chunk of rows of Q, K or V. */
 static void attn__proj_task(void *arg, size_t t, size_t worker)
 {
@@ -73,6 +91,10 @@ static void attn__proj_task(void *arg, size_t t, size_t worker)
         j->absmax[3 * worker] =
             attn__absmax(j->q + r0 * d->h * d->d_k, rows * d->h * d->d_k,
                          j->absmax[3 * worker]);
+        if (j->ex->normmax != NULL)
+            j->normmax[2 * worker] =
+                attn__normmax(j->q + r0 * d->h * d->d_k, rows * d->h,
+                              d->d_k, j->normmax[2 * worker]);
         return;
     }
     t -= j->q_chunks;
@@ -86,6 +108,10 @@ static void attn__proj_task(void *arg, size_t t, size_t worker)
         j->absmax[3 * worker + 1] =
             attn__absmax(j->k + r0 * d->g * d->d_k, rows * d->g * d->d_k,
                          j->absmax[3 * worker + 1]);
+        if (j->ex->normmax != NULL)
+            j->normmax[2 * worker + 1] =
+                attn__normmax(j->k + r0 * d->g * d->d_k, rows * d->g,
+                              d->d_k, j->normmax[2 * worker + 1]);
     } else {
         attn__project(j->v + r0 * d->g * d->d_v, val + r0 * vw, p->w_v,
                       p->b_v, rows, vw, d->g * d->d_v);
@@ -581,6 +607,13 @@ attn_status attn_forward_ex(const attn_params *p, float *output, float *weights,
             for (size_t c = 0; c < 3; c++)
                 if (job.absmax[3 * w + c] > ex->absmax[c])
                     ex->absmax[c] = job.absmax[3 * w + c];
+    }
+    if (rc == ATTN_OK && ex->normmax != NULL) {
+        ex->normmax[0] = ex->normmax[1] = 0.0f;
+        for (size_t w = 0; w < workers; w++)
+            for (size_t c = 0; c < 2; c++)
+                if (job.normmax[2 * w + c] > ex->normmax[c])
+                    ex->normmax[c] = job.normmax[2 * w + c];
     }
     attn__job_free(&job, &acc);
     return rc;

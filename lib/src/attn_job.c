@@ -83,6 +83,7 @@ void attn__job_layout(const attn__job *job, size_t workers,
                                 d->h * d->d_v * sizeof(float));
     o->status = attn__plan_add(pl, workers, sizeof(attn_status));
     o->absmax = attn__plan_add(pl, 3 * workers, sizeof(float));
+    o->normmax = attn__plan_add(pl, 2 * workers, sizeof(float));
     o->inv = attn__plan_add(pl, workers * job->blk, sizeof(float));
     o->hrow = attn__plan_add(pl, workers * d->h, sizeof(float *));
     o->cost = attn__plan_add(pl, workers, sizeof(double));
@@ -142,6 +143,7 @@ attn_status attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers)
     job->cat = o.cat != ATTN__NONE ? attn__part(base, o.cat) : job->output;
     job->status = attn__part(base, o.status);
     job->absmax = attn__part(base, o.absmax);
+    job->normmax = attn__part(base, o.normmax);
     job->inv = attn__part(base, o.inv);
     job->hrow = attn__part(base, o.hrow);
     job->cost = attn__part(base, o.cost);
@@ -160,6 +162,7 @@ attn_status attn__job_alloc(attn__job *job, attn__acc *acc, size_t workers)
         memset(job->zeroed, 0, workers * sizeof(size_t));
     memset(job->status, 0, workers * sizeof(attn_status));
     memset(job->absmax, 0, 3 * workers * sizeof(float));
+    memset(job->normmax, 0, 2 * workers * sizeof(float));
     memset(job->cost, 0, workers * sizeof(double));
     rc = attn__vis_init(&job->vis, p);
     if (rc != ATTN_OK)

@@ -63,6 +63,8 @@ typedef struct attn__job {
     float *absmax;  /* [workers][3]: the largest |value| of Q, of K and of
                        V among the rows a worker projected (Q and K after
                        norm and rope) */
+    float *normmax; /* [workers][2]: the largest 2-norm of a head's d_k
+                       slice of a row of Q and of K, likewise */
     void *block;    /* the one allocation all the buffers above live in */
     float scale;
     size_t blk, nblocks;                 /* attention tiles per batch element */
@@ -108,7 +110,7 @@ static inline size_t attn__ceil_div(size_t a, size_t b)
 
 /* Where each buffer of the workspace starts (ATTN__NONE: not needed). */
 typedef struct attn__layout {
-    size_t q, k, v, cat, status, absmax, inv, hrow, cost, hide, trig, scratch;
+    size_t q, k, v, cat, status, absmax, normmax, inv, hrow, cost, hide, trig, scratch;
     size_t hrow_rows, visible, meanrow, probs, zeroed, flash, packed;
 } attn__layout;
 

@@ -76,6 +76,49 @@ START_TEST(test_analysis_absmax)
 }
 END_TEST
 
+/* ex->normmax: the largest 2-norm of one head's slice of a query row and
+ * of a key row (the bound on a score's partial sums the service's
+ * rounding estimate uses), merged over the executor's workers. Two query
+ * heads of d_k = 2: q = x W_q = [1 6 | 2 2; -3 1.5 | 0.5 -6], slices of
+ * squared norms 37, 8, 11.25, 36.25 (a whole row's would be 45 or 47.5);
+ * k = x W_k = [0.5 2; -1.5 0.5], 4.25 and 2.5. */
+START_TEST(test_analysis_normmax)
+{
+    static const float x[] = {1, 2, -3, 0.5f},
+                       wq[] = {1, 0, 0, 2, 0, 3, 1, 0},
+                       wk[] = {0.5f, 0, 0, 1}, wv[] = {-5, 0, 0, 1};
+    float out[8], absmax[3], normmax[2];
+    attn_params p;
+    attn_extras ex;
+    tl_exec e;
+
+    memset(&p, 0, sizeof p);
+    memset(&ex, 0, sizeof ex);
+    p.dims = (attn_dims){ 1, 2, 2, 2, 2, 2, 1, 2, 2, 4 };
+    p.x = x;
+    p.w_q = wq;
+    p.w_k = wk;
+    p.w_v = wv;
+    p.weights = ATTN_WEIGHTS_NONE;
+    ex.absmax = absmax;
+    ex.normmax = normmax;
+    tl_exec_init(&e, TL_EXEC_REVERSE, 3);
+    for (int pass = 0; pass < 2; pass++) {
+        p.executor = pass ? &e.iface : NULL;
+        normmax[0] = normmax[1] = -1.0f;
+        ck_assert_int_eq(attn_forward_ex(&p, out, NULL, &ex), ATTN_OK);
+        ck_assert_float_eq_tol(normmax[0], sqrtf(37.0f), 1e-6f);
+        ck_assert_float_eq_tol(normmax[1], sqrtf(4.25f), 1e-6f);
+        ck_assert(absmax[0] == 6.0f);
+    }
+    tl_exec_destroy(&e);
+
+    /* NULL: not wanted, and the call is the same */
+    ex.normmax = NULL;
+    ck_assert_int_eq(attn_forward_ex(&p, out, NULL, &ex), ATTN_OK);
+}
+END_TEST
+
 START_TEST(test_analysis_hand_built_patterns)
 {
     attn_params p = hb_params(HB_N, HB_H);
@@ -83,7 +126,7 @@ START_TEST(test_analysis_hand_built_patterns)
     attn_head_stats hs[HB_H];
     double sim[HB_H * HB_H];
     size_t skipped = 99;
-    attn_extras ex = { 1, hs, sim, &skipped, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+    attn_extras ex = { 1, hs, sim, &skipped, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
     const double n = HB_N, ln2 = log(2.0);
 
     hb_fill(w, HB_N);
@@ -147,7 +190,7 @@ START_TEST(test_analysis_masks_respected)
     attn_head_stats hs[B * H];
     double sim[B * H * H];
     size_t skipped[B];
-    attn_extras ex = { 1, hs, sim, skipped, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+    attn_extras ex = { 1, hs, sim, skipped, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
 
     p.dims.B = B;
     p.mask = ATTN_MASK_CAUSAL;
@@ -219,9 +262,9 @@ START_TEST(test_analysis_kernel_matches_reference)
     double *rsim = calloc(B * h * h, sizeof *rsim);
     double *ksim = calloc(B * h * h, sizeof *ksim);
     size_t *rsk = calloc(B, sizeof *rsk), *ksk = calloc(B, sizeof *ksk);
-    attn_extras rex = { 1, rs, rsim, rsk, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+    attn_extras rex = { 1, rs, rsim, rsk, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
     double kcost = -1.0;
-    attn_extras kex = { 1, ks, ksim, ksk, 0, NULL, NULL, &kcost, NULL, NULL, NULL, NULL };
+    attn_extras kex = { 1, ks, ksim, ksk, 0, NULL, NULL, &kcost, NULL, NULL, NULL, NULL, NULL };
 
     ck_assert(rs && ks && rsim && ksim && rsk && ksk);
     tl_case_init(&c, s, 0xA11A + (uint64_t)_i);
@@ -312,7 +355,7 @@ START_TEST(test_analysis_top_k_rows)
             uint32_t *idx = malloc(rows * k * sizeof *idx);
             float *val = malloc(rows * k * sizeof *val);
             float *out = malloc(sizeof(float) * tl_output_elems(&c.p));
-            attn_extras ex = { 0, NULL, NULL, NULL, k, idx, val, NULL, NULL, NULL, NULL, NULL };
+            attn_extras ex = { 0, NULL, NULL, NULL, k, idx, val, NULL, NULL, NULL, NULL, NULL, NULL };
             attn_params p = c.p;
             ck_assert(idx && val && out);
             p.weights = per_head ? ATTN_WEIGHTS_PER_HEAD : ATTN_WEIGHTS_MEAN;
@@ -341,7 +384,7 @@ START_TEST(test_analysis_top_k_ties)
     uint32_t idx[9 * 4 * 3];
     float val[9 * 4 * 3];
     float out[9 * 16];
-    attn_extras ex = { 0, NULL, NULL, NULL, 3, idx, val, NULL, NULL, NULL, NULL, NULL };
+    attn_extras ex = { 0, NULL, NULL, NULL, 3, idx, val, NULL, NULL, NULL, NULL, NULL, NULL };
 
     s.x_scale = 0.0f;
     tl_case_init(&c, &s, 0x71E);
@@ -399,7 +442,7 @@ START_TEST(test_analysis_alloc_failure)
     attn_head_stats hs[3 * 4];
     double sim[3 * 4 * 4];
     size_t sk[3];
-    attn_extras ex = { 1, hs, sim, sk, 2, idx, val, NULL, NULL, NULL, NULL, NULL };
+    attn_extras ex = { 1, hs, sim, sk, 2, idx, val, NULL, NULL, NULL, NULL, NULL, NULL };
 
     tl_case_init(&c, &analysis_table[1], 0xA10C);
     tl_exec_init(&e, TL_EXEC_THREADS, 2);
@@ -429,6 +472,7 @@ Suite *tl_suite_analysis(void)
 
     tcase_add_test(tc, test_analysis_hand_built_patterns);
     tcase_add_test(tc, test_analysis_absmax);
+    tcase_add_test(tc, test_analysis_normmax);
     tcase_add_test(tc, test_analysis_masks_respected);
     tcase_add_loop_test(tc, test_analysis_kernel_matches_reference, 0,
                         (int)(sizeof analysis_table / sizeof analysis_table[0]));
