@@ -42,26 +42,26 @@ static void codec__results_free(codec_request *req)
 #define CODEC_INLINE_FLOPS UINT64_C(4000000)
 
 /* Whether float32 rounding may move p's answer past the contract's
- * 1e-4 * (1 + |reference|), from the largest |q|, |k| and |v| the fast
- * kernels saw (absmax): a score's partial sums are at most scale d_k
- * max|q| max|k|, so rounding moves it by about 2^-24 times that; a head
- * output, a weighted mean of value rows, by that much times max|v|; and
- * an output element by that times the longest column of w_o. The
- * projections' own rounding is of the same order: q and k rounded to
- * float32 from their exact values already cost most of it. Measured
- * over 600 random requests (d_model 4 to 512, x and weights of scales
- * from 0.3 to 16 times the unit ones), float32 missed the bound only
- * where this estimate was 5.4e-3 or more; inputs of unit scale (x of
- * N(0, 1), weights of N(0, 1/d_model), the benchmark's) give 1e-5 to
- * 1e-4. Above CODEC_F32_ERROR the request is computed again in
- * float64. */
-static int codec__loose(const attn_params *p, const float *absmax)
+ * 1e-4 * (1 + |reference|), from what the fast kernels saw: the largest
+ * 2-norm of a head's slice of a query row and of a key row (normmax) and
+ * the largest |v| (absmax). A score's partial sums are at most scale
+ * ||q_i|| ||k_j|| (Cauchy-Schwarz), so rounding moves it by about 2^-24
+ * times that, and a weight by as much; a head output, a weighted mean of
+ * value rows, by that much times max|v|; an output element by that times
+ * the longest column of w_o. The projections' own rounding is of the
+ * same order: q and k rounded to float32 from their exact values already
+ * cost most of it. The norms bound the scores as tightly as d_k max|q|
+ * max|k| where every score is large alike (big constant offsets in q and
+ * k, as large projection biases give) and about sqrt(d_k) times tighter
+ * on random data, so one threshold serves both. tools/calibrate_f32.py measures the estimate against
+ * float32's actual error; CODEC_F32_ERROR comes from its figures. */
+static int codec__loose(const attn_params *p, const float *normmax,
+                        const float *absmax)
 {
     const attn_dims *d = &p->dims;
     double scale = p->scale > 0 ? (double)p->scale : 1.0 / sqrt((double)d->d_k);
-    double t = ldexp(scale * (double)d->d_k, -24) * (double)absmax[0] *
-               (double)absmax[1] * (double)absmax[2];
-    double col = 1.0;
+    double t = ldexp(scale, -24) * (double)normmax[0] * (double)normmax[1];
+    double col = 1.0, out, wts = p->weights != ATTN_WEIGHTS_NONE ? 1.0 : 0.0;
 
     if (p->w_o != NULL) {
         /* the columns' squares, 2048 columns at a time down the rows:
@@ -82,7 +82,10 @@ static int codec__loose(const attn_params *p, const float *absmax)
         }
         col = sqrt(top);
     }
-    return t * col > CODEC_F32_ERROR;
+    /* the weights, when returned, move with the scores themselves, however
+     * small v is (a map of nearly equal scores is all rounding) */
+    out = (double)absmax[2] * col;
+    return t * (out > wts ? out : wts) > CODEC_F32_ERROR;
 }
 
 /* attn_forward_ex; the float64 reference computes the request again
@@ -98,13 +101,15 @@ static attn_status codec__forward(const attn_params *p, uint64_t flops,
 {
     static const attn_extras none;
     attn_extras fast = ex != NULL ? *ex : none;
-    float absmax[3] = {0.0f, 0.0f, 0.0f};
+    float absmax[3] = {0.0f, 0.0f, 0.0f}, normmax[2] = {0.0f, 0.0f};
     int ref = flops <= CODEC_REF_FLOPS && !fast.top_k && !fast.stats;
     attn_status rc;
 
     fast.absmax = ref ? absmax : NULL;
+    fast.normmax = ref ? normmax : NULL;
     rc = attn_forward_ex(p, output, weights, &fast);
-    if (ref && (rc == ATTN_ERANGE || (rc == ATTN_OK && codec__loose(p, absmax))))
+    if (ref && (rc == ATTN_ERANGE ||
+                (rc == ATTN_OK && codec__loose(p, normmax, absmax))))
         rc = attn_forward_ref_ex(p, output, weights, ex);
     return rc;
 }

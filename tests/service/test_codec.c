@@ -1136,6 +1136,45 @@ START_TEST(test_codec_rope_dim_zero)
     expect_err(ROPE_BASE ",\"rope\":{\"dim\":3}}", ERRORS_INVALID_REQUEST,
                "/rope/dim", "even number");
 #undef ROPE_BASE
+/* Large constant offsets in q and k (big b_q and b_k, as real models'
+ * projection biases have) make every score large and nearly equal: the
+ * weights are all rounding, however small v is, and float32 alone misses
+ * the contract's bound on them. Computed again in float64 when the
+ * weights are returned; outputs alone (v of 0.03 here) stay float32. */
+START_TEST(test_codec_float32_offsets_recomputed)
+{
+#define OFFSETS_BODY                                                        \
+    "{\"x\":[[-0.007923807017505169],[-0.021826576441526413],"               \
+    "[-0.027104174718260765],[0.004495714325457811],"                       \
+    "[-0.022186998277902603]],\"w_q\":[[1.0,-0.5]],\"w_k\":[[0.8,1.2]],"     \
+    "\"w_v\":[[1.0,0.3]],\"b_q\":[50.0,-20.0],\"b_k\":[650,325.0]"
+    const size_t n = 5, d_v = 2;
+    codec_request *req = parse_ok(OFFSETS_BODY "}");
+    codec_error err = {0};
+    float w32[25], wref[25], o32[10], oref[10];
+    size_t i, missed = 0;
+
+    ck_assert_int_eq(attn_forward(&req->p, o32, w32), ATTN_OK);
+    ck_assert_int_eq(attn_forward_ref(&req->p, oref, wref), ATTN_OK);
+    ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
+    for (i = 0; i < n * n; i++) {
+        missed += !close_enough(w32[i], wref[i]);
+        ck_assert_msg(close_enough(req->weights[i], wref[i]),
+                      "weight %zu is %.9g, the float64 reference %.9g", i,
+                      (double)req->weights[i], (double)wref[i]);
+    }
+    ck_assert_msg(missed > 0, "float32 alone met the bound: no test");
+    codec_request_free(req);
+
+    req = parse_ok(OFFSETS_BODY ",\"return_weights\":\"none\"}");
+    ck_assert_int_eq(attn_forward(&req->p, o32, NULL), ATTN_OK);
+    ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
+    for (i = 0; i < n * d_v; i++) {
+        ck_assert(req->output[i] == o32[i]);
+        ck_assert(close_enough(req->output[i], oref[i]));
+    }
+    codec_request_free(req);
+#undef OFFSETS_BODY
 }
 END_TEST
 
@@ -3395,6 +3434,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, test_codec_float32_loose_recomputed);
     tcase_add_test(tc, test_codec_float32_loose_recomputed_large);
     tcase_add_test(tc, test_codec_rope_dim_zero);
+    tcase_add_test(tc, test_codec_float32_offsets_recomputed);
     tcase_add_test(tc, test_codec_bool_tensor_object);
     tcase_add_test(tc, test_codec_layers_count_limited);
     tcase_add_test(tc, test_codec_global_tokens_empty);
