@@ -53,8 +53,9 @@ static void codec__results_free(codec_request *req)
  * cost most of it. The norms bound the scores as tightly as d_k max|q|
  * max|k| where every score is large alike (big constant offsets in q and
  * k, as large projection biases give) and about sqrt(d_k) times tighter
- * on random data, so one threshold serves both. tools/calibrate_f32.py measures the estimate against
- * float32's actual error; CODEC_F32_ERROR comes from its figures. */
+ * on random data, so one threshold serves both. tools/calibrate_f32.py
+ * measures the estimate against float32's actual error; CODEC_F32_ERROR
+ * comes from its figures. */
 static int codec__loose(const attn_params *p, const float *normmax,
                         const float *absmax)
 {

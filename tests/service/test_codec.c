@@ -1136,6 +1136,9 @@ START_TEST(test_codec_rope_dim_zero)
     expect_err(ROPE_BASE ",\"rope\":{\"dim\":3}}", ERRORS_INVALID_REQUEST,
                "/rope/dim", "even number");
 #undef ROPE_BASE
+}
+END_TEST
+
 /* Large constant offsets in q and k (big b_q and b_k, as real models'
  * projection biases have) make every score large and nearly equal: the
  * weights are all rounding, however small v is, and float32 alone misses
@@ -1178,9 +1181,10 @@ START_TEST(test_codec_float32_offsets_recomputed)
 }
 END_TEST
 
-/* The same at the size of a real layer, past the 1e9 operations the
- * float64 path once stopped at (1e10 now): n = 1024, d_model = 256, 4 heads (1.6e9
- * operations), weights of twice unit values. */
+/* Scores in the tens to hundreds at the size of a real layer, past the
+ * 1e9 operations the float64 path once stopped at (1e10 now): n = 1024,
+ * d_model = 256, 4 heads (1.6e9 operations), weights of twice unit
+ * values. */
 START_TEST(test_codec_float32_loose_recomputed_large)
 {
     const size_t n = 1024, d = 256, h = 4;
