@@ -99,8 +99,18 @@ export async function v2_checks(page, base, c) {
 
   // d_model 1280 (45 MiB of JSON): the weights are drawn, fingerprinted
   // and written off the page's main thread, which has no long task while
-  // they are; a new sentence then sends them as refs.
+  // they are; a new sentence then sends them as refs. The first run took
+  // 12 s end to end on some machines of this kind (under 8 on others):
+  // the wait is long, since this checks what the page does, not its time.
   await section('a large request', async () => {
+    page.setDefaultTimeout(60000);
+    try {
+      await large_request(page);
+    } finally {
+      page.setDefaultTimeout(8000);
+    }
+  });
+  async function large_request(page) {
     await set_form(page, { 'd-model': 1280 });
     await page.evaluate(() => {
       window.long_tasks = [];
@@ -121,7 +131,7 @@ export async function v2_checks(page, base, c) {
     const again = JSON.parse(await run_page(page, true));
     check(Array.isArray(again.x) && ['w_q', 'w_k', 'w_v'].every((f) => again[f]?.ref),
       `d_model 1280, a new sentence: x inline and the weights as refs, maps after ${Date.now() - t1} ms`);
-  });
+  }
 
   // A service whose store holds about one weight matrix (16 KiB of the
   // 19.5 KiB allowed) forgets most of what the first run stored: the second
