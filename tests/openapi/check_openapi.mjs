@@ -511,10 +511,22 @@ async function main() {
     '--header-timeout', '1', '--drain-delay', '3']);
   await call('body over --max-body-bytes', lim.base, 'POST', '/attend',
     { body: ' '.repeat(50000), type: 'application/json' }, 413);
+  // a body that never fits the budget is 413; one that does not fit while
+  // another upload holds part of it, 503
   await call('body over --max-buffered-bytes', lim.base, 'POST', '/attend',
-    { body: ' '.repeat(30000), type: 'application/json' }, 503);
+    { body: ' '.repeat(30000), type: 'application/json' }, 413);
   await call('store body over --max-buffered-bytes', lim.base, 'POST', '/tensors',
-    { body: ' '.repeat(30000), type: 'application/json' }, 503);
+    { body: ' '.repeat(30000), type: 'application/json' }, 413);
+  const holder = net.connect(lim.port, '127.0.0.1');
+  await new Promise((ok) => holder.once('connect', ok));
+  holder.write('POST /attend HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
+    + 'Content-Length: 15000\r\n\r\n' + ' '.repeat(100));
+  await new Promise((ok) => setTimeout(ok, 200));
+  await call('body over what --max-buffered-bytes leaves', lim.base, 'POST', '/attend',
+    { body: ' '.repeat(15000), type: 'application/json' }, 503);
+  await call('store body over what --max-buffered-bytes leaves', lim.base, 'POST', '/tensors',
+    { body: ' '.repeat(15000), type: 'application/json' }, 503);
+  holder.destroy();
   await call('store body over --max-body-bytes', lim.base, 'POST', '/tensors',
     { body: ' '.repeat(50000), type: 'application/json' }, 413);
   const off = await start(2, ['--tensor-store-bytes', '0']);
