@@ -71,6 +71,18 @@ static float attn__normmax(const float *a, size_t slices, size_t d_k, float m)
     return top > (double)m ? (float)top : m;
 }
 
+/* out[c] = the largest of per[w * n + c] over the workers w (each worker's
+ * n figures, all >= 0). */
+static void attn__max_over_workers(float *out, const float *per,
+                                   size_t workers, size_t n)
+{
+    for (size_t c = 0; c < n; c++) {
+        out[c] = 0.0f;
+        for (size_t w = 0; w < workers; w++)
+            out[c] = per[w * n + c] > out[c] ? per[w * n + c] : out[c];
+    }
+}
+
 /* Phase 1, task t: one chunk of rows of Q, K or V. */
 static void attn__proj_task(void *arg, size_t t, size_t worker)
 {
@@ -601,20 +613,10 @@ attn_status attn_forward_ex(const attn_params *p, float *output, float *weights,
         for (size_t w = 0; w < workers; w++)
             *ex->cost_seconds += job.cost[w];
     }
-    if (rc == ATTN_OK && ex->absmax != NULL) {
-        ex->absmax[0] = ex->absmax[1] = ex->absmax[2] = 0.0f;
-        for (size_t w = 0; w < workers; w++)
-            for (size_t c = 0; c < 3; c++)
-                if (job.absmax[3 * w + c] > ex->absmax[c])
-                    ex->absmax[c] = job.absmax[3 * w + c];
-    }
-    if (rc == ATTN_OK && ex->normmax != NULL) {
-        ex->normmax[0] = ex->normmax[1] = 0.0f;
-        for (size_t w = 0; w < workers; w++)
-            for (size_t c = 0; c < 2; c++)
-                if (job.normmax[2 * w + c] > ex->normmax[c])
-                    ex->normmax[c] = job.normmax[2 * w + c];
-    }
+    if (rc == ATTN_OK && ex->absmax != NULL)
+        attn__max_over_workers(ex->absmax, job.absmax, workers, 3);
+    if (rc == ATTN_OK && ex->normmax != NULL)
+        attn__max_over_workers(ex->normmax, job.normmax, workers, 2);
     attn__job_free(&job, &acc);
     return rc;
 }
