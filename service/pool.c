@@ -102,6 +102,20 @@ static void *pool__main(void *arg)
     return NULL;
 }
 
+/* The tasks in order on the calling thread, as worker 0, skipping them
+ * once the thread's cancel flag is set: pool_inline_executor's run, and
+ * pool__run's from inside a task (a worker sets no cancel flag). */
+static void pool__run_inline(void *ctx, size_t count,
+                             void (*fn)(void *arg, size_t i, size_t worker),
+                             void *arg)
+{
+    const atomic_bool *cancel = pool__cancel;
+    (void)ctx;
+    for (size_t i = 0; i < count; i++)
+        if (!cancel || !atomic_load_explicit(cancel, memory_order_relaxed))
+            fn(arg, i, 0);
+}
+
 static void pool__run(void *ctx, size_t count,
                       void (*fn)(void *arg, size_t i, size_t worker), void *arg)
 {
@@ -110,8 +124,7 @@ static void pool__run(void *ctx, size_t count,
         return;
     if (pool__in_task) {
         /* Waiting for other workers from inside a task could deadlock. */
-        for (size_t i = 0; i < count; i++)
-            fn(arg, i, 0);
+        pool__run_inline(ctx, count, fn, arg);
         return;
     }
     pool__job j = {.fn = fn, .arg = arg, .count = count,
@@ -135,19 +148,6 @@ static void pool__run(void *ctx, size_t count,
         pthread_cond_wait(&j.finished, &p->mu);
     pthread_mutex_unlock(&p->mu);
     pthread_cond_destroy(&j.finished);
-}
-
-/* pool_inline_executor's run: the tasks in order on the calling thread, as
- * worker 0, skipping them once the thread's cancel flag is set. */
-static void pool__run_inline(void *ctx, size_t count,
-                             void (*fn)(void *arg, size_t i, size_t worker),
-                             void *arg)
-{
-    const atomic_bool *cancel = pool__cancel;
-    (void)ctx;
-    for (size_t i = 0; i < count; i++)
-        if (!cancel || !atomic_load_explicit(cancel, memory_order_relaxed))
-            fn(arg, i, 0);
 }
 
 int pool_new(size_t workers, pool **out)
