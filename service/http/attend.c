@@ -147,12 +147,36 @@ void http__drop_body(http_request *r)
 
 /* Why a body is refused mid-upload. */
 typedef enum http__refusal {
-    HTTP__REFUSE_BODY_LIMIT,  /* over --max-body-bytes: 413 */
+    HTTP__REFUSE_BODY_LIMIT = 1, /* over --max-body-bytes: 413 (not 0:
+                                    http_request's budget is 0 when the
+                                    budget did not refuse the body) */
     HTTP__REFUSE_BUDGET_NOW,  /* the bodies being received leave no room
                                  for it: 503, retry later */
     HTTP__REFUSE_BUDGET_EVER  /* more than one body may hold of the
                                  budget: 413 */
 } http__refusal;
+
+/* The answer to a body --max-buffered-bytes refused (why: for now or for
+ * good): its error, its count among the closed connections (*closed) and
+ * its message. */
+static errors_kind http__budget_refusal(const http_request *r,
+                                        http__refusal why,
+                                        metrics_close *closed, char *msg,
+                                        size_t cap)
+{
+    if (why == HTTP__REFUSE_BUDGET_EVER) {
+        http__beyond_budget(r->srv, false, r->bytes_in, msg, cap);
+        *closed = METRICS_CLOSED_TOO_LARGE;
+        return ERRORS_TOO_LARGE;
+    }
+    snprintf(msg, cap,
+             "over capacity: the chunked body outgrew what "
+             "--max-buffered-bytes (ATTND_MAX_BUFFERED_BYTES, %zu) "
+             "leaves for bodies being received; retry later",
+             r->srv->cfg.max_buffered_bytes);
+    *closed = METRICS_CLOSED_BUDGET;
+    return ERRORS_UNAVAILABLE;
+}
 
 /* A body refused mid-upload: cut off now when guard.c tracks the
  * connection (the answer is sent raw and the rest never read), else drained
@@ -163,35 +187,24 @@ static void http__refuse_body(http_request *r, http__refusal why)
     r->discard = true;
     if (r->gc)
         guard_body_sink(r->gc, NULL, 0);
-    r->over_budget = why == HTTP__REFUSE_BUDGET_NOW;
-    r->beyond_budget = why == HTTP__REFUSE_BUDGET_EVER;
+    r->budget = why == HTTP__REFUSE_BODY_LIMIT ? 0 : (int)why;
     http__drop_body(r);
     if (!r->gc)
         return;
     char msg[256];
-    if (why == HTTP__REFUSE_BUDGET_NOW)
-        snprintf(msg, sizeof msg,
-                 "over capacity: the chunked body outgrew what "
-                 "--max-buffered-bytes (ATTND_MAX_BUFFERED_BYTES, %zu) "
-                 "leaves for bodies being received; retry later",
-                 srv->cfg.max_buffered_bytes);
-    else if (why == HTTP__REFUSE_BUDGET_EVER)
-        http__beyond_budget(srv, false, r->bytes_in, msg, sizeof msg);
+    metrics_close closed = METRICS_CLOSED_TOO_LARGE;
+    errors_kind kind = ERRORS_TOO_LARGE;
+    if (r->budget)
+        kind = http__budget_refusal(r, why, &closed, msg, sizeof msg);
     else
         snprintf(msg, sizeof msg,
                  "the request body is over the limit --max-body-bytes "
                  "(ATTND_MAX_BODY_BYTES) of %zu bytes",
                  srv->cfg.limits.max_body_bytes);
-    errors_kind kind = why == HTTP__REFUSE_BUDGET_NOW ? ERRORS_UNAVAILABLE
-                                                      : ERRORS_TOO_LARGE;
     r->status = errors_http_status(kind);
     r->error_code = errors_code(kind);
     r->cut = true;
-    guard_request_cut_off(r->gc,
-                          why == HTTP__REFUSE_BUDGET_NOW
-                              ? METRICS_CLOSED_BUDGET
-                              : METRICS_CLOSED_TOO_LARGE,
-                          r->status, r->error_code, msg);
+    guard_request_cut_off(r->gc, closed, r->status, r->error_code, msg);
 }
 
 void http__take_body(http_request *r, const char *data, size_t size)
@@ -544,20 +557,13 @@ enum MHD_Result http__attend(http_request *r, struct MHD_Connection *c)
     }
     if (r->suspended)
         return MHD_YES;
-    if (r->discard && r->over_budget) {
-        metrics_closed(srv->metrics, METRICS_CLOSED_BUDGET);
-        return http__error(r, c, ERRORS_UNAVAILABLE, NULL,
-                           "over capacity: the chunked body outgrew what "
-                           "--max-buffered-bytes (ATTND_MAX_BUFFERED_BYTES, "
-                           "%zu) leaves for bodies being received; retry "
-                           "later",
-                           srv->cfg.max_buffered_bytes);
-    }
-    if (r->discard && r->beyond_budget) {
+    if (r->discard && r->budget) {
         char msg[256];
-        http__beyond_budget(srv, false, r->bytes_in, msg, sizeof msg);
-        metrics_closed(srv->metrics, METRICS_CLOSED_TOO_LARGE);
-        return http__error(r, c, ERRORS_TOO_LARGE, NULL, "%s", msg);
+        metrics_close closed;
+        errors_kind kind = http__budget_refusal(r, (http__refusal)r->budget,
+                                                &closed, msg, sizeof msg);
+        metrics_closed(srv->metrics, closed);
+        return http__error(r, c, kind, NULL, "%s", msg);
     }
     if (r->discard && r->body_oom)
         return http__error(r, c, ERRORS_UNAVAILABLE, NULL,

@@ -61,9 +61,8 @@ typedef struct http_request {
     bool attend_slot; /* holds one of max_in_flight */
     bool ip_slot;     /* ... counted against its address (guard_slot_take) */
     bool discard;     /* body over a limit: drained, then refused */
-    bool over_budget; /* ... the limit being --max-buffered-bytes, for
-                         now */
-    bool beyond_budget; /* ... or for good: more than one body may hold */
+    int budget;       /* ... the limit being --max-buffered-bytes: for now
+                         or for good (attend.c's http__refusal), else 0 */
     bool body_oom;    /* ... or the memory for it not to be had */
     bool cut;         /* cut off and answered by guard.c: no response */
     bool claimed;     /* the answer is this request's to send (guard.h) */
