@@ -163,7 +163,9 @@ attn__ref_move(float *s, float *p, size_t j, size_t len, __m512 v, float ref,
         if (rest > top)
             top = rest; /* +inf or NaN later still moves and fails */
     }
-    f = expf(ref - top); /* 0 for the first move, from -FLT_MAX */
+    /* 0 for the first move, from -FLT_MAX: without expf, whose underflow
+     * takes the C library's slow path (errno) once a row */
+    f = ref == -FLT_MAX ? 0.0f : expf(ref - top);
     attn__scale_avx512(p, j, f);
     *acc = _mm512_mul_ps(*acc, _mm512_set1_ps(f));
     return top;
