@@ -37,11 +37,14 @@ $(EMBED): $(BUILD)/obj/tools/embed.o
 	$(CC) $(LDFLAGS_ALL) -o $@ $^
 
 # The entry list is rewritten only when it changes, so adding or removing a
-# file (which changes no source mtime) still regenerates the table.
+# file (which changes no source mtime) still regenerates the table. The
+# scratch file is this shell's own: test targets that run at once
+# (check-all) each make this rule.
 $(BUILD)/gen/assets.list: web-force
 	@mkdir -p $(@D)
-	@printf '%s\n' $(web_quoted_entries) > $@.new; \
-	  if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+	@printf '%s\n' $(web_quoted_entries) > $@.new.$$$$; \
+	  if cmp -s $@.new.$$$$ $@; then rm -f $@.new.$$$$; \
+	  else mv $@.new.$$$$ $@; fi
 
 $(BUILD)/gen/assets.c: $(EMBED) $(BUILD)/gen/assets.list $(web_asset_srcs)
 	@mkdir -p $(@D)
