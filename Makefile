@@ -42,6 +42,13 @@ DEB_PACKAGES := make gcc pkg-config libopenblas-dev libmicrohttpd-dev \
 DEB_TEST_PACKAGES := check clang libclang-rt-14-dev valgrind curl
 TEST_TARGETS :=
 ALL_TARGETS :=
+# What the test targets run, built before the first of them (test-bins):
+# files under $(BUILD), build/asan (SAN=1) and build/tsan (SAN=thread),
+# named relative to that folder; TEST_BUILDS: targets that build more.
+TEST_BINS :=
+TEST_BINS_ASAN :=
+TEST_BINS_TSAN :=
+TEST_BUILDS :=
 DEPS_EXTRA :=
 
 .DEFAULT_GOAL := all
@@ -86,7 +93,7 @@ $(BUILD)/obj/%.o: %.c
 
 .PHONY: all run test check-all deps deps-test deps-extra clean install serve \
         npm-tool \
-        test-clang
+        test-clang test-bins test-bins-asan test-bins-tsan
 
 all: $(ALL_TARGETS)
 
@@ -96,15 +103,52 @@ run: deps
 test: deps-test
 	@$(MAKE) --no-print-directory check-all
 
-# Runs every test target in turn, stops at the first failure; says how
-# long each took, so a slow one shows in CI's log.
-check-all: all
-	@set -e; all0=$$(date +%s); for t in $(TEST_TARGETS); do \
+# Builds what the tests run (test-bins, TEST_JOBS at a time); runs the
+# test targets that measure no time TEST_JOBS at a time, each into its log
+# (build/test-logs/<target>.log), printed whole when it ends; then the
+# others (TEST_ALONE) in turn with nothing beside them. Stops at the first
+# failure; says how long each took, so a slow one shows in CI's log.
+# TEST_SHARED_FIRST: the long ones, started first so the last to end is
+# a short one.
+TEST_ALONE := test-service test-service-tsan test-browser \
+              test-valgrind-service test-shutdown-load test-hostile \
+              test-deploy test-store-model
+TEST_SHARED_FIRST := test-service-asan test-fuzz-corpus test-shortest-all \
+                     test-lib-asan test-python test-combos
+TEST_SHARED = $(filter $(TEST_TARGETS),$(TEST_SHARED_FIRST)) \
+              $(filter-out $(TEST_ALONE) $(TEST_SHARED_FIRST),$(TEST_TARGETS))
+TEST_LOGS := build/test-logs
+check-all:
+	@set -e; all0=$$(date +%s); \
+	echo "==> test-bins"; \
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-bins; \
+	echo "<== test-bins: $$(( $$(date +%s) - all0 )) s"; \
+	rm -rf $(TEST_LOGS); mkdir -p $(TEST_LOGS); \
+	echo "==> $(TEST_JOBS) at a time: $(strip $(TEST_SHARED))"; t0=$$(date +%s); \
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=recurse \
+	  $(addprefix check-one-,$(TEST_SHARED)) || \
+	  { echo "==> make test FAILED (the target marked FAILED above)"; exit 1; }; \
+	echo "<== $(TEST_JOBS) at a time: $$(( $$(date +%s) - t0 )) s"; \
+	for t in $(filter $(TEST_ALONE),$(TEST_TARGETS)); do \
 	  echo "==> $$t"; t0=$$(date +%s); \
-	  $(MAKE) --no-print-directory $$t; \
+	  $(MAKE) --no-print-directory $$t || \
+	  { echo "==> make test FAILED: $$t"; exit 1; }; \
 	  echo "<== $$t: $$(( $$(date +%s) - t0 )) s"; done; \
 	echo "==> all checks passed in $$(( $$(date +%s) - all0 )) s:" \
 	  "$(TEST_TARGETS)"
+
+# One test target for check-all, its output into its log, printed whole
+# when it ends (check-all's --output-sync keeps two from mixing). Without
+# MAKEFLAGS (the jobserver), its own sub-makes run one thing at a time, as
+# they do on their own.
+check-one-%:
+	@t0=$$(date +%s); log=$(TEST_LOGS)/$*.log; \
+	if MAKEFLAGS= $(MAKE) --no-print-directory $* > $$log 2>&1; then \
+	  echo "==> $*"; cat $$log; \
+	  echo "<== $*: $$(( $$(date +%s) - t0 )) s"; \
+	else rc=$$?; echo "==> $*"; cat $$log; \
+	  echo "<== $*: FAILED (exit $$rc) after $$(( $$(date +%s) - t0 )) s;" \
+	    "log: $$log"; exit 1; fi
 
 # Installs missing Debian packages when run as root; otherwise names them.
 define install_missing
@@ -155,6 +199,22 @@ deps-extra: $(DEPS_EXTRA)
 TEST_TARGETS += test-clang
 test-clang:
 	$(MAKE) --no-print-directory CC=clang BUILD=build/clang all
+
+# Every binary the test targets use, each build folder by one make (two
+# never write the same file), TEST_JOBS compilers at a time. A test target
+# run on its own still builds what it lacks.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+TEST_BUILDS += test-clang
+test-bins: all $(addprefix $(BUILD)/,$(TEST_BINS)) test-bins-asan \
+           test-bins-tsan $(TEST_BUILDS)
+
+test-bins-asan:
+	$(MAKE) --no-print-directory BUILD=build/asan SAN=1 \
+	  $(addprefix build/asan/,$(TEST_BINS_ASAN))
+
+test-bins-tsan:
+	$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread \
+	  $(addprefix build/tsan/,$(TEST_BINS_TSAN))
 
 clean:
 	rm -rf build

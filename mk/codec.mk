@@ -90,6 +90,8 @@ $(BUILD)/shortest_all: $(BUILD)/obj/tests/exhaustive/shortest_all.o \
 .PHONY: test-codec test-codec-alloc test-codec-alloc-asan bench-codec \
         test-shortest-all test-reader-forms
 TEST_TARGETS += test-codec-alloc test-codec-alloc-asan test-shortest-all
+TEST_BINS += test_codec shortest_all
+TEST_BINS_ASAN += test_codec
 
 # Every codec case (the service runner runs them too, in test-service).
 test-codec: $(BUILD)/test_codec

@@ -54,6 +54,7 @@ ROBUST_LOAD_DEB_PACKAGES := wrk
 TEST_TARGETS += test-hardening test-jsonsuite test-cases test-robust-asan \
                 test-fuzz-corpus test-valgrind-service test-shutdown-load \
                 test-hostile
+TEST_BUILDS += fuzz-bins
 
 FUZZ_BUILD := build/fuzz
 FUZZ_SECONDS ?= 300

@@ -40,6 +40,9 @@ ASSET_FILES += /openapi.json=service/attend/openapi.json:application/json
 DEB_TEST_PACKAGES += libcurl4-openssl-dev
 ALL_TARGETS += $(BUILD)/attnd
 TEST_TARGETS += test-service test-service-asan test-service-tsan
+TEST_BINS += tests/test_service attnd
+TEST_BINS_ASAN += tests/test_service attnd
+TEST_BINS_TSAN += tests/test_service attnd
 
 $(BUILD)/attnd: $(SERVICE_OBJS) $(SERVICE_EXTRA_OBJS) $(ASSETS_OBJ) \
                 $(BUILD)/libattn.a

@@ -30,6 +30,8 @@ ifneq ($(shell pkg-config --exists check 2>/dev/null && echo yes),)
 ALL_TARGETS += $(TESTS_LIB_BIN)
 endif
 TEST_TARGETS += test-lib test-lib-asan test-lib-valgrind
+TEST_BINS += tests/test_lib
+TEST_BINS_ASAN += tests/test_lib
 
 .PHONY: test-lib test-lib-asan test-lib-valgrind fixtures
 
