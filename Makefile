@@ -110,11 +110,13 @@ test: deps-test
 # failure; says how long each took, so a slow one shows in CI's log.
 # TEST_SHARED_FIRST: the long ones, started first so the last to end is
 # a short one.
-TEST_ALONE := test-service test-service-tsan test-browser \
-              test-valgrind-service test-shutdown-load test-hostile \
-              test-deploy test-store-model
-TEST_SHARED_FIRST := test-service-asan test-fuzz-corpus test-shortest-all \
-                     test-lib-asan test-python test-combos
+# test-service-asan is alone too: its http suite waits on the server's
+# deadlines and slow clients, as test-service's does.
+TEST_ALONE := test-service test-service-asan test-service-tsan \
+              test-browser test-valgrind-service test-shutdown-load \
+              test-hostile test-deploy test-store-model
+TEST_SHARED_FIRST := test-fuzz-corpus test-shortest-all test-lib-asan \
+                     test-python test-combos
 TEST_SHARED = $(filter $(TEST_TARGETS),$(TEST_SHARED_FIRST)) \
               $(filter-out $(TEST_ALONE) $(TEST_SHARED_FIRST),$(TEST_TARGETS))
 TEST_LOGS := build/test-logs
