@@ -53,7 +53,10 @@
 #define HTTP__IO_THREADS 4
 /* Memory libmicrohttpd gives each connection for its head and read
  * buffer: above guard.c's 16 KiB head limit, so its own 414/431 answers
- * (HTML) never happen. Touched only as used. */
+ * (HTML) never happen. libmicrohttpd clears all of it (memset) when a
+ * connection's next request begins: more would take a body in fewer
+ * passes of its loop and cost more than that saves (docs/performance.md,
+ * "libmicrohttpd's loop"). */
 #define HTTP__CONN_MEMORY ((size_t)64 << 10)
 /* A refused chunked body is drained up to this multiple of
  * --max-body-bytes, then its connection is closed. */
