@@ -1,7 +1,7 @@
 /* guard.c: the connection layer under libmicrohttpd (see guard.h): the
- * accept4, recv, shutdown and close it calls, the lingering of closed
- * connections, and the table of connections by descriptor. The deadlines
- * and the lifecycle are in sweep.c. */
+ * accept4, recv, shutdown, close and epoll_ctl it calls, the lingering of
+ * closed connections, and the table of connections by descriptor. The
+ * deadlines and the lifecycle are in sweep.c. */
 #define _GNU_SOURCE /* accept4 */
 #include "errors.h"
 #include "http/guard.h"
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -352,8 +353,8 @@ void guard_slot_give(guard_conn *gc)
 
 /* -- the calls libmicrohttpd makes ---------------------------------------- */
 
-/* accept4, recv and close below replace the C library's for the whole
- * process: the linker exports them from the executable because
+/* accept4, recv, close and epoll_ctl below replace the C library's for
+ * the whole process: the linker exports them from the executable because
  * libmicrohttpd.so refers to them (the service is built with default
  * visibility), and the dynamic linker binds libmicrohttpd's calls to the
  * executable's definitions first. Descriptors this layer does not track
@@ -889,6 +890,37 @@ void guard_listen(guard *g, int fd, size_t workers)
             break;
         }
     pthread_mutex_unlock(&guard__mu);
+}
+
+static bool guard__is_listener(int fd)
+{
+    bool yes = false;
+    pthread_mutex_lock(&guard__mu);
+    for (size_t i = 0; i < GUARD__MAX_LISTENERS; i++)
+        if (guard__listeners[i].g && guard__listeners[i].fd == fd)
+            yes = true;
+    pthread_mutex_unlock(&guard__mu);
+    return yes;
+}
+
+/* libmicrohttpd 0.9.75 takes a listening socket out of a thread's epoll
+ * set in two places: MHD_quiesce_daemon, on the thread that drains, and
+ * each thread's own loop once it sees the daemon quiesced. Neither holds
+ * a lock, and each aborts the process (MHD_PANIC, "Failed to remove
+ * listen FD from epoll set") when epoll_ctl says the socket is not in the
+ * set, so when the two meet, the one that comes second ends a drain
+ * (SIGTERM) in an abort. Either only wants the socket out of the set: for
+ * a listening socket of ours, "not there" (ENOENT) is that done. The
+ * drain keeps the socket open, shut down, until libmicrohttpd has
+ * stopped (server.c, server_quiesce), so the number stays ours until no
+ * thread of it can ask. Every other call is the system's. */
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
+{
+    int r = (int)syscall(SYS_epoll_ctl, epfd, op, fd, event);
+    if (r != 0 && op == EPOLL_CTL_DEL && errno == ENOENT &&
+        guard__is_listener(fd))
+        return 0;
+    return r;
 }
 
 void guard__unlisten(guard *g)

@@ -18,16 +18,17 @@
  *   - on shutdown, closing every connection without a request in compute;
  *   - noticing a client that leaves while its request computes, and one
  *     that half-closed right after its request (libmicrohttpd would wait
- *     for a read that never comes; guard__wake_on_eof in guard.c).
+ *     for a read that never comes; guard__wake_on_eof in guard.c);
+ *   - a drain that libmicrohttpd's own race would abort (epoll_ctl in
+ *     guard.c).
  *
- * How: the executable defines accept4, recv, shutdown and close, which
- * libmicrohttpd (a shared library) calls through the dynamic linker, so
- * they reach this layer first; every other caller and descriptor passes
- * straight through to the system calls. A sweeper thread (4 ticks a
- * second) applies the deadlines. A connection it closes gets a raw answer
- * first when one can still be sent (408 for the slow, 503 when shutting
- * down) and is then shut down, which libmicrohttpd sees as the client
- * leaving.
+ * How: the executable defines accept4, recv, shutdown, close and epoll_ctl,
+ * which libmicrohttpd (a shared library) calls through the dynamic linker,
+ * so they reach this layer first; every other caller and descriptor passes
+ * straight through to the system calls. A sweeper thread (4 ticks a second)
+ * applies the deadlines. A connection it closes gets a raw answer first when
+ * one can still be sent (408 for the slow, 503 when shutting down) and is
+ * then shut down, which libmicrohttpd sees as the client leaving.
  *
  * Closing: a connection is closed gracefully wherever an answer may still
  * be on its way, since the kernel resets one closed with unread input, or

@@ -44,6 +44,8 @@ struct server {
     size_t active;  /* requests between first call and completion */
     size_t runners; /* compute threads not yet finished */
     bool quiesced;
+    int listen_fd; /* the listening socket after the quiesce, shut down;
+                      closed once libmicrohttpd has stopped (-1: none) */
 };
 
 /* Per-request state, made on the first access-handler call and freed in

@@ -563,6 +563,7 @@ int server_start(const config *cfg, server **out, char *err, size_t err_cap)
     atomic_init(&srv->refusing, false);
     atomic_init(&srv->attend_in_flight, 0);
     atomic_init(&srv->buffered, 0);
+    srv->listen_fd = -1;
     pthread_mutex_init(&srv->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -697,10 +698,15 @@ void server_quiesce(server *srv)
         MHD_socket fd = MHD_quiesce_daemon(srv->daemon);
         /* libmicrohttpd's polling thread may still be inside poll() with
          * this socket, which keeps it listening after close() until the
-         * poll returns; shutdown() stops the listening at once. */
+         * poll returns; shutdown() stops the listening at once. Its
+         * threads may still take the socket out of their epoll sets after
+         * this (guard.c's epoll_ctl), so it stays open, and one of our
+         * listening sockets, until they have stopped (server_stop_by). */
         if (fd != MHD_INVALID_SOCKET) {
             shutdown(fd, SHUT_RDWR);
-            close(fd);
+            pthread_mutex_lock(&srv->mu);
+            srv->listen_fd = fd;
+            pthread_mutex_unlock(&srv->mu);
         }
     }
     /* Uploads under way are refused and closed now; connections between
@@ -751,6 +757,8 @@ void server_stop_by(server *srv, const struct timespec *deadline)
         server_quiesce(srv);
         server_wait(srv);
         MHD_stop_daemon(srv->daemon);
+        if (srv->listen_fd >= 0)
+            close(srv->listen_fd);
     }
     guard_free(srv->guard);
     pool_free(srv->pool);

@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -21,6 +24,7 @@
 #include "attn.h"
 #include "errors.h"
 #include "http/framing.h"
+#include "http/guard.h"
 #include "json/text.h"
 #include "metrics.h"
 #include "test_service.h"
@@ -2447,6 +2451,58 @@ START_TEST(test_http_quiesce_answers_kept_connections_and_refuses_new_work)
 }
 END_TEST
 
+/* libmicrohttpd takes a quiesced listening socket out of each thread's
+ * epoll set from two threads, without a lock, and aborts the process when
+ * the second finds it gone. For a listening socket of ours (open, shut
+ * down by the quiesce, until libmicrohttpd has stopped), taking out one
+ * that is not in a set counts as done; for any other descriptor, and for
+ * ours once closed, the answer is the system's. */
+START_TEST(test_http_epoll_removal_of_a_listener_gone_is_done)
+{
+    config cfg;
+    metrics *m = metrics_new();
+    guard *g = NULL;
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct epoll_event ev = {.events = EPOLLIN};
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    int other = socket(AF_INET, SOCK_STREAM, 0);
+    int ep = epoll_create1(0);
+
+    ts_config(&cfg);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(guard_start(&cfg, m, &g), 0);
+    ck_assert_int_ge(lfd, 0);
+    ck_assert_int_ge(other, 0);
+    ck_assert_int_ge(ep, 0);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(lfd, 8), 0);
+    guard_listen(g, lfd, 1);
+
+    ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev), 0);
+    ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL), 0);
+    /* the removal of the thread that comes second */
+    ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL), 0);
+    /* not a listening socket of ours */
+    errno = 0;
+    ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_DEL, other, NULL), -1);
+    ck_assert_int_eq(errno, ENOENT);
+    /* ours, shut down by the quiesce */
+    ck_assert_int_eq(shutdown(lfd, SHUT_RDWR), 0);
+    ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL), 0);
+    /* closed, the number is no longer ours */
+    ck_assert_int_eq(close(lfd), 0);
+    errno = 0;
+    ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL), -1);
+    ck_assert_int_eq(errno, EBADF);
+
+    close(other);
+    close(ep);
+    guard_free(g);
+    metrics_free(m);
+}
+END_TEST
+
 Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -2491,6 +2547,7 @@ Suite *http_suite(void)
     tcase_add_test(t, test_http_health_during_heavy_request);
     tcase_add_test(t, test_http_client_vanishing_mid_response);
     tcase_add_test(t, test_http_quiesce_answers_kept_connections_and_refuses_new_work);
+    tcase_add_test(t, test_http_epoll_removal_of_a_listener_gone_is_done);
     tcase_add_test(t, test_http_client_gone_mid_compute_cancelled);
     tcase_add_test(t, test_http_small_work_under_load_computes_alone);
     tcase_add_test(t, test_http_same_answer_inline_or_on_pool);
