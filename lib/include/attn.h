@@ -299,7 +299,9 @@ ATTN_API attn_status attn_output_sizes(const attn_params *p,
                                        size_t *weights_elems);
 
 /* Number of weight and bias values p carries (W_q, W_k, W_v, W_o and the
- * biases that are present; W_v has d_val inputs when value is given), and
+ * biases that are present; W_v has d_val inputs when value is given; and
+ * qk_norm's two weights: what PyTorch counts as the attention module's
+ * parameters, not the score inputs attn_bias, slopes or inv_freq), and
  * the exact floating-point operation count of the computation above
  * (multiply-adds times two; masked entries counted, as the contract
  * defines the computation over the whole n x m, whatever the window or

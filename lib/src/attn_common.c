@@ -311,6 +311,15 @@ attn_status attn_param_count(const attn_params *p, uint64_t *count)
         (p->b_v && attn__fma3(&c, d->g, d->d_v, 1)) ||
         (p->b_o && attn__fma3(&c, d->d_out, 1, 1)))
         return ATTN_EOVERFLOW;
+    /* qk_norm's weights: the module's parameters too (Qwen3's q_norm and
+     * k_norm, OLMo 2's); per head d_k values each, over all h*d_k and
+     * g*d_k */
+    if (p->qk_norm.over == ATTN_QK_NORM_HEAD &&
+        attn__fma3(&c, 2, d->d_k, 1))
+        return ATTN_EOVERFLOW;
+    if (p->qk_norm.over == ATTN_QK_NORM_ALL &&
+        attn__fma3(&c, d->h + (uint64_t)d->g, d->d_k, 1))
+        return ATTN_EOVERFLOW;
     *count = c;
     return ATTN_OK;
 }

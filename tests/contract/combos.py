@@ -456,14 +456,16 @@ def reference(req):
 
 
 def params_of(req):
-    """meta.params, where the contract's words leave no doubt: the weight
-    and bias values of the projections (None when the request has other
-    tensors whose counting the contract does not settle)."""
-    if any(k in req for k in ("attn_bias",)) or \
-            any(isinstance(req.get(o), dict) and f in req[o]
-                for o, f in NESTED_FLOAT):
-        return None
-    return sum(int(arr(req[k]).size) for k in CORE_WEIGHTS if k in req)
+    """meta.params: the weight and bias values of the request, as PyTorch
+    counts the attention module's parameters: the projections' weights and
+    biases and qk_norm's two weights; not the score inputs (attn_bias,
+    ALiBi's slopes, RoPE's inv_freq), which are not parameters."""
+    n = sum(int(arr(req[k]).size) for k in CORE_WEIGHTS if k in req)
+    qn = req.get("qk_norm")
+    if isinstance(qn, dict):
+        n += sum(int(arr(qn[f]).size) for f in ("q_weight", "k_weight")
+                 if f in qn)
+    return n
 
 
 def rollout(attns):

@@ -133,6 +133,29 @@ START_TEST(test_lesson_param_count_full)
 }
 END_TEST
 
+/* qk_norm's weights are parameters of the module (PyTorch counts Qwen3's
+ * q_norm and k_norm); per head d_k values each, over the whole row h*d_k
+ * and g*d_k. */
+START_TEST(test_lesson_param_count_qk_norm)
+{
+    attn_dims d = { .B = 1, .n = 2, .m = 2, .d_model = 8, .d_mem = 8,
+                    .h = 4, .g = 2, .d_k = 2, .d_v = 2, .d_out = 8 };
+    attn_params p = lesson_params(d);
+    uint64_t count = 0;
+
+    /* W_q 8*8 + W_k 8*4 + W_v 8*4 */
+    ck_assert_int_eq(attn_param_count(&p, &count), ATTN_OK);
+    ck_assert_uint_eq(count, 128u);
+    p.qk_norm.q_weight = p.qk_norm.k_weight = lesson_dummy;
+    p.qk_norm.over = ATTN_QK_NORM_HEAD;
+    ck_assert_int_eq(attn_param_count(&p, &count), ATTN_OK);
+    ck_assert_uint_eq(count, 128u + 2u + 2u);
+    p.qk_norm.over = ATTN_QK_NORM_ALL;
+    ck_assert_int_eq(attn_param_count(&p, &count), ATTN_OK);
+    ck_assert_uint_eq(count, 128u + 8u + 4u);
+}
+END_TEST
+
 START_TEST(test_lesson_flops_hand_count)
 {
     attn_dims d = { .B = 2, .n = 3, .m = 4, .d_model = 5, .d_mem = 6,
@@ -174,6 +197,7 @@ Suite *tl_suite_lesson(void)
     tcase_add_test(tc, test_lesson_three_token_causal);
     tcase_add_test(tc, test_lesson_param_count_one_head);
     tcase_add_test(tc, test_lesson_param_count_full);
+    tcase_add_test(tc, test_lesson_param_count_qk_norm);
     tcase_add_test(tc, test_lesson_flops_hand_count);
     suite_add_tcase(s, tc);
     return s;
