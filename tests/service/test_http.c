@@ -1372,7 +1372,9 @@ static long post_from(uint16_t p, const char *src, const ts_case *c,
  * requests end (an error answered, an answer left mid-way), and an
  * attempt refused by the global limit leaves its address's count as it
  * was. Idle connections from A and D keep their addresses' entries, and
- * so their counts, for the whole test. */
+ * so their counts, for the whole test. A request ends (libmicrohttpd's
+ * completion) just after its client has read the answer: the test waits
+ * for the in-flight gauge before counting on the slots being free. */
 START_TEST(test_http_in_flight_per_ip_limit)
 {
     static const char *A = "127.0.0.2", *B = "127.0.0.1", *C = "127.0.0.3",
@@ -1398,7 +1400,9 @@ START_TEST(test_http_in_flight_per_ip_limit)
         ts_http(p, &bad, &r);
         ts_assert_error(&r, 422, "invalid_request");
         ts_response_free(&r);
+        wait_in_flight_down(s, 0);
         ck_assert_int_eq(post_from(p, A, &small, NULL), 200);
+        wait_in_flight_down(s, 0);
     }
 
     /* A holds its two: a third is refused, another address served. */
@@ -1414,6 +1418,7 @@ START_TEST(test_http_in_flight_per_ip_limit)
                   "%s", r.body);
     ts_response_free(&r);
     ck_assert_int_eq(post_from(p, B, &small, NULL), 200);
+    wait_in_flight_down(s, 2);
 
     /* C takes the other two: every slot is held. D is refused by the
      * global limit, twice; A still by its own. */
@@ -1442,6 +1447,7 @@ START_TEST(test_http_in_flight_per_ip_limit)
     close(a2);
     wait_in_flight_down(s, 0);
     ck_assert_int_eq(post_from(p, A, &small, NULL), 200);
+    wait_in_flight_down(s, 0);
     a1 = hold_answer(p, A, &big);
     a2 = hold_answer(p, A, &big);
     ck_assert_int_eq(post_from(p, A, &small, NULL), 503);
