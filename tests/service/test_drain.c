@@ -269,10 +269,20 @@ START_TEST(test_drain_answer_whole_with_a_request_pipelined_after_sigterm)
 
     /* The answer is sent whole (to the kernel) once the request leaves the
      * in-flight gauge; what the kernel cannot hold yet is made room for
-     * by reading, but most of the answer stays unread. */
+     * by reading, but most of the answer stays unread. The gauge is read
+     * once the answer has begun: before, the request may not have reached
+     * the gauge yet, and a SIGTERM then would refuse it. */
     size_t cap = (size_t)8 << 20, got = 0;
     char *buf = malloc(cap);
     ck_assert_ptr_nonnull(buf);
+    for (int i = 0; got == 0; i++) {
+        ck_assert_msg(i < 6000, "the answer never began");
+        ssize_t n = recv(fd, buf, 65536, MSG_DONTWAIT);
+        if (n > 0)
+            got = (size_t)n;
+        else
+            sleep_ms(10);
+    }
     for (int i = 0; child_in_flight(c.port) >= 2; i++) {
         ck_assert_msg(i < 6000, "the answer was never sent");
         ssize_t n = recv(fd, buf + got, 65536, MSG_DONTWAIT);
