@@ -1063,6 +1063,25 @@ static codec_request *scaled_request(size_t n, size_t d, size_t h, float xs,
     return req;
 }
 
+/* Checks the service's values got against the float64 reference ref,
+ * count values named what, within the contract's bound; returns how many
+ * of float32's own values f32 miss that bound (a test of the float64
+ * computation needs some). */
+static size_t recomputed_close(const char *what, const float *got,
+                               const float *f32, const float *ref,
+                               size_t count)
+{
+    size_t i, missed = 0;
+
+    for (i = 0; i < count; i++) {
+        missed += !close_enough(f32[i], ref[i]);
+        TS_REQUIRE(close_enough(got[i], ref[i]),
+                   "%s %zu is %.9g, the float64 reference %.9g", what, i,
+                   (double)got[i], (double)ref[i]);
+    }
+    return missed;
+}
+
 /* Scores in the tens to hundreds (weights of unit values, not scaled by
  * 1/sqrt(d_model)): float32's rounding of q and k alone moves the answer
  * past the contract's 1e-4 * (1 + |reference|), so the float64 reference
@@ -1076,6 +1095,7 @@ START_TEST(test_codec_float32_loose_recomputed)
     float *f32 = malloc(n * d * sizeof(float));
     float *ref = malloc(n * d * sizeof(float));
     size_t i, k, seed, missed = 0, differ = 0;
+    char what[64];
 
     ck_assert_ptr_nonnull(f32);
     ck_assert_ptr_nonnull(ref);
@@ -1086,14 +1106,9 @@ START_TEST(test_codec_float32_loose_recomputed)
             ck_assert_int_eq(attn_forward(&req->p, f32, NULL), ATTN_OK);
             ck_assert_int_eq(attn_forward_ref(&req->p, ref, NULL), ATTN_OK);
             ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
-            for (i = 0; i < n * d; i++) {
-                missed += !close_enough(f32[i], ref[i]);
-                ck_assert_msg(close_enough(req->output[i], ref[i]),
-                              "weights x%g, seed %zu: output %zu is %.9g, "
-                              "the float64 reference %.9g",
-                              (double)scales[k], seed, i,
-                              (double)req->output[i], (double)ref[i]);
-            }
+            snprintf(what, sizeof what, "weights x%g, seed %zu: output",
+                     (double)scales[k], seed);
+            missed += recomputed_close(what, req->output, f32, ref, n * d);
             codec_request_free(req);
         }
     /* cases float32 alone gets wrong are among them */
@@ -1164,17 +1179,12 @@ START_TEST(test_codec_float32_offsets_recomputed)
     codec_request *req = parse_ok(OFFSETS_BODY "}");
     codec_error err = {0};
     float w32[25], wref[25], o32[10], oref[10];
-    size_t i, missed = 0;
+    size_t i, missed;
 
     ck_assert_int_eq(attn_forward(&req->p, o32, w32), ATTN_OK);
     ck_assert_int_eq(attn_forward_ref(&req->p, oref, wref), ATTN_OK);
     ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
-    for (i = 0; i < n * n; i++) {
-        missed += !close_enough(w32[i], wref[i]);
-        ck_assert_msg(close_enough(req->weights[i], wref[i]),
-                      "weight %zu is %.9g, the float64 reference %.9g", i,
-                      (double)req->weights[i], (double)wref[i]);
-    }
+    missed = recomputed_close("weight", req->weights, w32, wref, n * n);
     ck_assert_msg(missed > 0, "float32 alone met the bound: no test");
     codec_request_free(req);
 
@@ -1201,7 +1211,7 @@ START_TEST(test_codec_float32_loose_recomputed_large)
     codec_error err = {0};
     float *f32 = malloc(n * d * sizeof(float));
     float *ref = malloc(n * d * sizeof(float));
-    size_t i, missed = 0;
+    size_t missed;
 
     ck_assert_ptr_nonnull(f32);
     ck_assert_ptr_nonnull(ref);
@@ -1212,12 +1222,7 @@ START_TEST(test_codec_float32_loose_recomputed_large)
     ck_assert_int_eq(attn_forward(&req->p, f32, NULL), ATTN_OK);
     ck_assert_int_eq(attn_forward_ref(&req->p, ref, NULL), ATTN_OK);
     ck_assert_int_eq(codec_run(req, NULL, &err, NULL), 0);
-    for (i = 0; i < n * d; i++) {
-        missed += !close_enough(f32[i], ref[i]);
-        TS_REQUIRE(close_enough(req->output[i], ref[i]),
-                   "output %zu is %.9g, the float64 reference %.9g", i,
-                   (double)req->output[i], (double)ref[i]);
-    }
+    missed = recomputed_close("output", req->output, f32, ref, n * d);
     ck_assert_msg(missed > 0, "float32 alone met the bound: no test");
     codec_request_free(req);
     free(f32);
