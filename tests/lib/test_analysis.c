@@ -49,6 +49,23 @@ static void hb_fill(float *w, size_t n)
     }
 }
 
+/* Self-attention of x over dims d with W_q, W_k, W_v only, no weights
+ * returned: the requests of the absmax and normmax tests. */
+static attn_params an_params(attn_dims d, const float *x, const float *wq,
+                             const float *wk, const float *wv)
+{
+    attn_params p;
+
+    memset(&p, 0, sizeof p);
+    p.dims = d;
+    p.x = x;
+    p.w_q = wq;
+    p.w_k = wk;
+    p.w_v = wv;
+    p.weights = ATTN_WEIGHTS_NONE;
+    return p;
+}
+
 /* ex->absmax: the largest |q|, |k| and |v| of the request, which a
  * caller uses to judge float32's rounding. q = x W_q = [1 6; -3 1.5],
  * k = x W_k = [0.5 2; -1.5 0.5], v = x W_v = [-5 2; 15 0.5]. */
@@ -57,17 +74,11 @@ START_TEST(test_analysis_absmax)
     static const float x[] = {1, 2, -3, 0.5f}, wq[] = {1, 0, 0, 3},
                        wk[] = {0.5f, 0, 0, 1}, wv[] = {-5, 0, 0, 1};
     float out[4], absmax[3] = {-1, -1, -1};
-    attn_params p;
+    attn_params p = an_params((attn_dims){ 1, 2, 2, 2, 2, 1, 1, 2, 2, 2 },
+                              x, wq, wk, wv);
     attn_extras ex;
 
-    memset(&p, 0, sizeof p);
     memset(&ex, 0, sizeof ex);
-    p.dims = (attn_dims){ 1, 2, 2, 2, 2, 1, 1, 2, 2, 2 };
-    p.x = x;
-    p.w_q = wq;
-    p.w_k = wk;
-    p.w_v = wv;
-    p.weights = ATTN_WEIGHTS_NONE;
     ex.absmax = absmax;
     ck_assert_int_eq(attn_forward_ex(&p, out, NULL, &ex), ATTN_OK);
     ck_assert(absmax[0] == 6.0f);
@@ -88,18 +99,12 @@ START_TEST(test_analysis_normmax)
                        wq[] = {1, 0, 0, 2, 0, 3, 1, 0},
                        wk[] = {0.5f, 0, 0, 1}, wv[] = {-5, 0, 0, 1};
     float out[8], absmax[3], normmax[2];
-    attn_params p;
+    attn_params p = an_params((attn_dims){ 1, 2, 2, 2, 2, 2, 1, 2, 2, 4 },
+                              x, wq, wk, wv);
     attn_extras ex;
     tl_exec e;
 
-    memset(&p, 0, sizeof p);
     memset(&ex, 0, sizeof ex);
-    p.dims = (attn_dims){ 1, 2, 2, 2, 2, 2, 1, 2, 2, 4 };
-    p.x = x;
-    p.w_q = wq;
-    p.w_k = wk;
-    p.w_v = wv;
-    p.weights = ATTN_WEIGHTS_NONE;
     ex.absmax = absmax;
     ex.normmax = normmax;
     tl_exec_init(&e, TL_EXEC_REVERSE, 3);
