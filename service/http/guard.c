@@ -407,15 +407,23 @@ static bool guard__hold_back(guard *g, int worker)
     return false;
 }
 
+/* The guard whose listening socket fd is, or NULL (under guard__mu). */
+static guard *guard__listener(int fd)
+{
+    guard *g = NULL;
+    for (size_t i = 0; i < GUARD__MAX_LISTENERS; i++)
+        if (guard__listeners[i].g && guard__listeners[i].fd == fd)
+            g = guard__listeners[i].g;
+    return g;
+}
+
 int accept4(int lfd, struct sockaddr *addr, socklen_t *alen, int flags)
 {
     guard *g = NULL;
     int worker = -1;
     bool hold = false;
     pthread_mutex_lock(&guard__mu);
-    for (size_t i = 0; i < GUARD__MAX_LISTENERS; i++)
-        if (guard__listeners[i].g && guard__listeners[i].fd == lfd)
-            g = guard__listeners[i].g;
+    g = guard__listener(lfd);
     if (g) {
         worker = guard__worker(g);
         hold = guard__hold_back(g, worker);
@@ -892,17 +900,6 @@ void guard_listen(guard *g, int fd, size_t workers)
     pthread_mutex_unlock(&guard__mu);
 }
 
-static bool guard__is_listener(int fd)
-{
-    bool yes = false;
-    pthread_mutex_lock(&guard__mu);
-    for (size_t i = 0; i < GUARD__MAX_LISTENERS; i++)
-        if (guard__listeners[i].g && guard__listeners[i].fd == fd)
-            yes = true;
-    pthread_mutex_unlock(&guard__mu);
-    return yes;
-}
-
 /* libmicrohttpd 0.9.75 takes a listening socket out of a thread's epoll
  * set in two places: MHD_quiesce_daemon, on the thread that drains, and
  * each thread's own loop once it sees the daemon quiesced. Neither holds
@@ -917,9 +914,13 @@ static bool guard__is_listener(int fd)
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 {
     int r = (int)syscall(SYS_epoll_ctl, epfd, op, fd, event);
-    if (r != 0 && op == EPOLL_CTL_DEL && errno == ENOENT &&
-        guard__is_listener(fd))
-        return 0;
+    if (r != 0 && op == EPOLL_CTL_DEL && errno == ENOENT) {
+        pthread_mutex_lock(&guard__mu);
+        bool ours = guard__listener(fd) != NULL;
+        pthread_mutex_unlock(&guard__mu);
+        if (ours)
+            return 0;
+    }
     return r;
 }
 
