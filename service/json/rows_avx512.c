@@ -573,50 +573,55 @@ CODEC__ROW512_TARGET size_t codec__row_avx512(const char **pp,
  * chain of some twenty cycles a block, which the core cannot overlap. The
  * loop below reads the row at fixed strides instead (block i at start +
  * 64 i) and carries what a number straddling two blocks needs across
- * them (its sign, its point, the grammar's previous byte), so the blocks'
- * work is independent and overlaps. Its digits go to a table in memory,
- * one stream for the row, and each number's last eight, sixteen and
- * twenty-four digits are permuted out of 128-byte windows of it by their
- * last index. It takes
- * plain decimals (sign, digits, a point; blanks only after separators,
- * when any) and stops at the first block with anything else, which
- * codec__row (json/rows.c) gives to codec__row_avx512. */
+ * them as a few bits (the grammar's previous byte, and whether a fraction
+ * goes on), so the blocks' work is independent and overlaps. Its digits
+ * go to a table in memory, one stream for the row, each digit byte
+ * marked with what the number needs of it: 0x80 on the digits after a
+ * point, 0x40 on the first digit of a negative number. A number's
+ * decimals and sign are then read off its own digits, and the blocks keep
+ * only each number's last index. Each number's last eight, sixteen and
+ * twenty-four digits are permuted out of 128-byte windows of the stream
+ * by that index. It takes plain decimals (sign, digits, a point; blanks
+ * only after separators, when any) and stops at the first block with
+ * anything else, which codec__row (json/rows.c) gives to
+ * codec__row_avx512. */
 
 /* Blocks scanned before their numbers are converted. */
-#define CODEC__STRIDE_BLOCKS 16
+#define CODEC__STRIDE_BLOCKS 32
+
+/* The marks of a digit byte in the stream (its value in the low four
+ * bits). */
+#define CODEC__STRIDE_FRAC 0x80 /* after its number's point */
+#define CODEC__STRIDE_NEG 0x40  /* its negative number's first digit */
 
 typedef struct codec__stride {
-    /* the digits' values, from dig[32] on (the windows read up to 23
-     * bytes before a number's last digit, and 127 after where they start:
-     * the bytes before dig[32] and after the digits, masked out) */
+    /* the digits, from dig[32] on (the windows read up to 23 bytes before
+     * a number's last digit, and 127 after where they start: the bytes
+     * before dig[32] and after the digits, masked out) */
     uint8_t dig[32 + 32 + (CODEC__STRIDE_BLOCKS + 3) * 64];
     /* number j's last digit is dig[last[j + 1]]; last[0] the index just
      * before the first number's first digit */
     uint16_t last[1 + CODEC__STRIDE_BLOCKS * 32 + 32];
-    /* number j's decimals (digits after its point), + 0x80 if negative */
-    uint8_t fn[CODEC__STRIDE_BLOCKS * 32 + 32];
 } codec__stride;
 
-/* Where the reading of a row stands between two blocks (kept apart from
- * the tables, in registers). */
+/* Where the reading of a row stands between two blocks. */
 typedef struct codec__stride_at {
     unsigned base; /* dig[base]: where the next block's digits go */
     unsigned nn;   /* numbers ended in this batch of blocks */
-    /* a number begun and not ended: its sign, whether it has a point, and
-     * if so the index its point would have among the digits */
-    unsigned pend, pend_neg, pend_pt, pend_ptd;
     /* the previous byte (bit 0 each): a separator or a blank after one,
-     * a number's leading '-', a point, a number's leading '0' */
-    uint64_t c_sb, c_mf, c_pt, c_fz;
-    const char *lastsep; /* the last separator taken */
+     * a number's leading '-', a point, a number's leading '0'; and
+     * whether the next byte is in a fraction (after a point, before its
+     * number's separator) */
+    uint64_t c_sb, c_mf, c_pt, c_fz, c_fr;
+    const char *close; /* the row's ']', once taken */
 } codec__stride_at;
 
-/* Reads the 64 bytes at s into t: their digits, and the last digit,
- * decimals and sign of each number that ends in them (at most room).
- * Returns -1, with t unchanged, when they hold anything but plain decimals
- * and separators (and blanks after separators when any), a fault of
- * grammar, or more numbers than room; else 1 when the row's ']' is in
- * them, 0 otherwise. */
+/* Reads the 64 bytes at s into t: their digits, marked, and the last
+ * digit's index of each number that ends in them (at most room in the
+ * batch). Returns -1, with t and z unchanged, when they hold anything but
+ * plain decimals and separators (and blanks after separators when any), a
+ * fault of grammar, or more numbers than room; else 1 when the row's ']'
+ * is in them, 0 otherwise. */
 CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
                                                           int any,
                                                           size_t room,
@@ -629,11 +634,9 @@ CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
     uint64_t dg = _mm512_cmple_epu8_mask(x, _mm512_set1_epi8(9));
     uint64_t pt = codec__eq64(v, '.'), mn = codec__eq64(v, '-');
     uint64_t cl = codec__eq64(v, ']'), ends = codec__eq64(v, ',');
-    uint64_t w = ~UINT64_C(0), ws = 0, zero, st, first, bad, el, mpt, sep;
-    uint64_t negs;
-    unsigned nsep, nel, nd;
-    __m512i e8, f8, l16;
-    __m256i fn8;
+    uint64_t w = ~UINT64_C(0), ws = 0, zero, sb, st, first, bad, fr, ptb;
+    unsigned nsep;
+    unsigned char out;
 
     if (cl) {
         w = ((cl & -cl) << 1) - 1; /* up to the row's ']' */
@@ -647,95 +650,96 @@ CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
     if ((w & ~(dg | pt | mn | ends | ws)) != 0)
         return -1;
     zero = codec__eq64(v, '0') & w;
+    sb = (ends | ws) << 1 | z->c_sb; /* after a separator or its blanks */
     /* a number starts at the first byte after a separator and its blanks */
-    st = ~ws & w & (((ends | ws) << 1) | z->c_sb);
-    first = (st & ~mn) | ((st & mn) << 1) | z->c_mf;
-    el = pt | ends; /* points and separators, in order: mpt the points */
-    mpt = _pext_u64(pt, el);
-    nel = (unsigned)__builtin_popcountll(el);
-    nsep = (unsigned)__builtin_popcountll(ends);
-    bad = (ws & ~(((ends | ws) << 1) | z->c_sb)) | /* a blank elsewhere */
-          (mn & ~st) |                             /* a sign not first */
-          (first & ~dg) |                /* no digit first (",,", ".5") */
-          (((pt << 1) | z->c_pt) & ~dg) | /* nor after a point */
+    st = ~ws & w & sb;
+    first = (st & ~mn) | (mn << 1) | z->c_mf; /* its first digit */
+    ptb = (pt << 1) | z->c_pt;                /* after a point */
+    /* the bytes in a fraction: each point's next byte borrows from its
+     * number's separator (or from beyond the block, a fraction that goes
+     * on), and a fraction from the block before borrows from byte 0 */
+    out = _subborrow_u64((unsigned char)z->c_fr, ends, pt << 1,
+                         (unsigned long long *)&fr);
+    /* one test of all the faults, not one branch each */
+    bad = (ws & ~sb) |                 /* a blank elsewhere */
+          (mn & ~st) |                 /* a sign not first */
+          (first & ~dg) |              /* no digit first (",,", ".5") */
+          (ptb & ~dg) |                /* nor after a point */
           ((((first & zero) << 1) | z->c_fz) & dg) | /* "01" */
-          (mpt & (mpt >> 1)) | (mpt & z->pend_pt);   /* two points */
-    if (bad != 0 || nel > 32 || z->nn + nsep > room)
+          (pt & fr);                   /* a point in a fraction */
+    nsep = (unsigned)__builtin_popcountll(ends);
+    if (bad != 0 || z->nn + nsep > room)
         return -1;
-    /* the digits, to the stream */
-    nd = (unsigned)__builtin_popcountll(dg);
+    /* the digits, marked, to the stream */
+    x = _mm512_mask_add_epi8(x, fr & dg, x,
+                            _mm512_set1_epi8((char)CODEC__STRIDE_FRAC));
+    x = _mm512_mask_add_epi8(x, ((mn << 1) | z->c_mf) & dg, x,
+                            _mm512_set1_epi8(CODEC__STRIDE_NEG));
     _mm512_storeu_si512((void *)(t->dig + z->base),
                         _mm512_maskz_compress_epi8(dg, x));
-    /* each point's and separator's index among the block's digits */
-    e8 = _mm512_sub_epi8(
-        _mm512_maskz_compress_epi8(_pext_u64(el, dg | el), iota), iota);
-    /* a number's decimals: its separator's index less its point's, when
-     * the element before the separator is a point (for the first, one in
-     * a block before: the block's start less the digits after it) */
-    f8 = _mm512_maskz_sub_epi8(
-        (mpt << 1) | z->pend_pt, e8,
-        _mm512_mask_permutexvar_epi8(
-            _mm512_set1_epi8((char)(z->pend_ptd - z->base)), ~UINT64_C(1),
-            _mm512_sub_epi8(iota, _mm512_set1_epi8(1)), e8));
-    sep = ~mpt & _bzhi_u64(~UINT64_C(0), nel);
-    /* the separators' indices in the stream: each number's last digit */
-    l16 = _mm512_add_epi16(
-        _mm512_cvtepu8_epi16(_mm512_castsi512_si256(
-            _mm512_maskz_compress_epi8(sep, e8))),
-        _mm512_set1_epi16((short)(z->base - 1)));
-    /* signs: the number begun before the block, then those begun in it */
-    negs = _pext_u64(mn, st);
-    if (z->pend)
-        negs = (negs << 1) | z->pend_neg;
-    fn8 = _mm256_or_si256(
-        _mm512_castsi512_si256(_mm512_maskz_compress_epi8(sep, f8)),
-        _mm256_maskz_mov_epi8((__mmask32)negs, _mm256_set1_epi8((char)0x80)));
-    _mm512_storeu_si512((void *)(t->last + 1 + z->nn), l16);
-    _mm256_storeu_si256((__m256i *)(void *)(t->fn + z->nn), fn8);
+    /* each separator's index among the block's digits and separators,
+     * less its rank among the separators: the digits before it; so the
+     * stream's index of each number's last digit */
+    _mm512_storeu_si512(
+        (void *)(t->last + 1 + z->nn),
+        _mm512_add_epi16(
+            _mm512_cvtepu8_epi16(_mm512_castsi512_si256(_mm512_sub_epi8(
+                _mm512_maskz_compress_epi8(_pext_u64(ends, dg | ends),
+                                           iota),
+                iota))),
+            _mm512_set1_epi16((short)(z->base - 1))));
     /* what the next block needs of this one */
-    z->pend = z->pend + (unsigned)__builtin_popcountll(st) > nsep;
-    z->pend_neg = (unsigned)(negs >> nsep) & 1;
-    if (nel) {
-        z->pend_pt = (unsigned)(mpt >> (nel - 1)) & 1;
-        z->pend_ptd = z->base + (unsigned)__builtin_popcountll(
-                                    _bzhi_u64(dg, 63 - __builtin_clzll(el)));
-    }
-    if (nsep)
-        z->lastsep = s + (63 - __builtin_clzll(ends));
     z->c_sb = (ends | ws) >> 63;
-    z->c_mf = (st & mn) >> 63;
+    z->c_mf = mn >> 63;
     z->c_pt = pt >> 63;
     z->c_fz = (first & zero) >> 63;
-    z->base += nd;
+    z->c_fr = out | z->c_pt;
+    z->base += (unsigned)__builtin_popcountll(dg);
     z->nn += nsep;
-    return cl != 0;
+    if (cl) {
+        z->close = s + __builtin_ctzll(cl);
+        return 1;
+    }
+    return 0;
 }
 
-/* Eight numbers' digits last - skip - 7 .. last - skip from the stream,
- * zeros before each number's first, as two values of four digits (as
- * codec__row_quads). The stream's 128 bytes from the first digit the
- * first four numbers may need are in a0, a1, those of the last four in
- * b0, b1; at is each number's last digit there and c8 its digit count
- * (both in every byte of its lane). A number of at most 24 digits and the
- * three before it fit in 128 bytes; the lanes of longer ones are not
- * used. */
-CODEC__ROW512_INLINE static inline __m512i codec__stride_quads(
+/* Eight numbers' digit bytes last - skip - 7 .. last - skip from the
+ * stream, marks and all, zeros before each number's first. The stream's
+ * 128 bytes from the first digit the first four numbers may need are in
+ * a0, a1, those of the last four in b0, b1; at is each number's last
+ * digit there and c8 its digit count (both in every byte of its lane). A
+ * number of at most 24 digits and the three before it fit in 128 bytes;
+ * the lanes of longer ones are not used. */
+CODEC__ROW512_INLINE static inline __m512i codec__stride_bytes(
     __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at, __m512i c8,
     int skip)
 {
     __m512i idx = codec__row_index(at, skip);
     __mmask64 have = codec__row_have(c8, skip);
 
-    return codec__row_madd(_mm512_or_si512(
+    return _mm512_or_si512(
         _mm512_maskz_permutex2var_epi8(have & 0xFFFFFFFFu, a0, idx, a1),
         _mm512_maskz_permutex2var_epi8(have & ~UINT64_C(0xFFFFFFFF), b0, idx,
-                                       b1)));
+                                       b1));
+}
+
+/* The marks' part of the digit bytes d: 1 in each byte after its
+ * number's point. */
+CODEC__ROW512_INLINE static inline __m512i codec__stride_frac(__m512i d)
+{
+    return _mm512_and_si512(_mm512_srli_epi64(d, 7), _mm512_set1_epi8(1));
+}
+
+/* The digits' part: d as codec__row_madd takes them. */
+CODEC__ROW512_INLINE static inline __m512i codec__stride_quads(__m512i d)
+{
+    return codec__row_madd(_mm512_and_si512(d, _mm512_set1_epi8(0x0F)));
 }
 
 /* Stores the first nn numbers of t at out, eight at a time; returns the
  * number stored, fewer up to one of more than 24 digits or one
  * codec__row_store8 is not sure of. */
-CODEC__ROW512_TARGET static unsigned codec__stride_convert(
+CODEC__ROW512_INLINE static inline unsigned codec__stride_convert(
     const codec__stride *t, unsigned nn, float *out)
 {
     /* byte 0 of each 64-bit lane, in all eight of its bytes */
@@ -745,14 +749,12 @@ CODEC__ROW512_TARGET static unsigned codec__stride_convert(
 
     for (g = 0; g < nn; g += 8) {
         unsigned live = nn - g < 8 ? nn - g : 8;
-        __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), unsure = 0, over;
+        __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), unsure = 0, over, neg;
         __m512i last = _mm512_cvtepu16_epi64(
             _mm_loadu_si128((const __m128i *)(const void *)(t->last + 1 + g)));
         __m512i count = _mm512_sub_epi64(
             last, _mm512_cvtepu16_epi64(_mm_loadu_si128(
                       (const __m128i *)(const void *)(t->last + g))));
-        __m128i fn =
-            _mm_loadl_epi64((const __m128i *)(const void *)(t->fn + g));
         /* the windows: from 23 digits before the first number's last, and
          * the fifth's */
         unsigned wa = t->last[1 + g] - 23u,
@@ -770,23 +772,32 @@ CODEC__ROW512_TARGET static unsigned codec__stride_convert(
          * than 24 is never used) */
         __m512i c8 = _mm512_shuffle_epi8(
             _mm512_min_epu64(count, _mm512_set1_epi64(255)), byte0);
-        __m512i mant, q;
+        __m512i d = codec__stride_bytes(a0, a1, b0, b1, at, c8, 0);
+        __m512i marks = d, fracs = codec__stride_frac(d), mant;
 
         /* more digits than three groups: the others' */
         over = _mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(24));
-        mant = codec__row_join(codec__stride_quads(a0, a1, b0, b1, at, c8, 0));
-        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(8)))
-            mant = codec__row_add8(
-                mant, codec__stride_quads(a0, a1, b0, b1, at, c8, 8));
-        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(16)))
-            unsure = codec__row_top(
-                codec__stride_quads(a0, a1, b0, b1, at, c8, 16), &mant);
-        q = _mm512_sub_epi64(
-            _mm512_setzero_si512(),
-            _mm512_cvtepu8_epi64(_mm_and_si128(fn, _mm_set1_epi8(0x7F))));
+        mant = codec__row_join(codec__stride_quads(d));
+        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(8))) {
+            d = codec__stride_bytes(a0, a1, b0, b1, at, c8, 8);
+            marks = _mm512_or_si512(marks, d);
+            fracs = _mm512_add_epi8(fracs, codec__stride_frac(d));
+            mant = codec__row_add8(mant, codec__stride_quads(d));
+        }
+        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(16))) {
+            d = codec__stride_bytes(a0, a1, b0, b1, at, c8, 16);
+            marks = _mm512_or_si512(marks, d);
+            fracs = _mm512_add_epi8(fracs, codec__stride_frac(d));
+            unsure = codec__row_top(codec__stride_quads(d), &mant);
+        }
+        neg = _mm512_test_epi64_mask(
+            marks, _mm512_set1_epi8(CODEC__STRIDE_NEG));
+        /* the decimals: each lane's marked digits, summed */
         unsure = codec__row_store8(
-            mant, q, (__mmask8)_mm_movemask_epi8(fn), n8, unsure | over,
-            out + g);
+            mant,
+            _mm512_sub_epi64(_mm512_setzero_si512(),
+                             _mm512_sad_epu8(fracs, _mm512_setzero_si512())),
+            neg, n8, unsure | over, out + g);
         if (unsure)
             return g + (unsigned)__builtin_ctz(unsure);
     }
@@ -802,10 +813,19 @@ static const char *codec__stride_sep(const char *s, unsigned i)
             return s;
 }
 
-/* codec__row_avx512's contract, at fixed strides. */
-CODEC__ROW512_TARGET size_t codec__row_stride(const char **pp,
-                                              const char *end, float *out,
-                                              size_t room, int any)
+/* The last ',' before s, in text codec__stride_block took that has one
+ * after cs. */
+static const char *codec__stride_lastsep(const char *cs, const char *s)
+{
+    while (*--s != ',')
+        ;
+    (void)cs;
+    return s;
+}
+
+/* codec__row_stride for any given: the loop specialised for each. */
+CODEC__ROW512_INLINE static inline size_t codec__stride_loop(
+    const char **pp, const char *end, float *out, size_t room, int any)
 {
     codec__stride t;
     codec__stride_at z;
@@ -833,7 +853,7 @@ CODEC__ROW512_TARGET size_t codec__row_stride(const char **pp,
         }
         got = codec__stride_convert(&t, z.nn, out + k);
         if (got == z.nn && got > 0)
-            done = z.lastsep;
+            done = r > 0 ? z.close : codec__stride_lastsep(cs, s);
         else if (got > 0)
             done = codec__stride_sep(cs, got - 1);
         k += got;
@@ -847,12 +867,19 @@ CODEC__ROW512_TARGET size_t codec__row_stride(const char **pp,
         _mm256_storeu_si256(
             (__m256i *)(void *)(t.dig + 32),
             _mm256_loadu_si256((const __m256i *)(void *)(t.dig + from)));
-        if (z.pend_pt)
-            z.pend_ptd -= from - 32;
         z.base = 32 + left;
     }
     *pp = done;
     return k;
+}
+
+/* codec__row_avx512's contract, at fixed strides. */
+CODEC__ROW512_TARGET size_t codec__row_stride(const char **pp,
+                                              const char *end, float *out,
+                                              size_t room, int any)
+{
+    return any ? codec__stride_loop(pp, end, out, room, 1)
+               : codec__stride_loop(pp, end, out, room, 0);
 }
 
 #else
