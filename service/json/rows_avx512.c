@@ -47,52 +47,128 @@ CODEC__ROW512_INLINE static inline uint64_t codec__eq64(__m512i v, char c)
                      0x1F1E1D1C1B1A1918, 0x1716151413121110,                 \
                      0x0F0E0D0C0B0A0908, 0x0706050403020100)
 
+/* The conversion's constants, made once before a loop and then opaque to
+ * the compiler (CODEC__ROW_KEEP): gcc would otherwise make each again from
+ * an immediate wherever it is used, a move and a broadcast, some twenty
+ * of a group's two hundred instructions. */
+typedef struct codec__row_k {
+    __m512i lane;    /* 0 .. 7 in each 64-bit lane */
+    __m512i idx[3];  /* codec__row_index: lane less 7 + skip (skip 0, 8, 16) */
+    __m512i need[3]; /* codec__row_have: 8 + skip */
+    __m512i madd_b, madd_w;       /* codec__row_madd */
+    __m512i e4, e8, e16, top_max; /* 10^4, 10^8, 10^16, 1000 */
+    /* codec__row_f32x8 */
+    __m512i lowbits, least, q31, q16, q128, q255, mid, mid_span, normal;
+    __m512d p10[4]; /* 10^-31 .. 10^0 */
+    /* codec__row_store8 */
+    __m512 pow10f;
+    __m512i small, q10;
+    __m256i sign;
+} codec__row_k;
+
+#define CODEC__ROW_KEEP(v) __asm__("" : "+v"(v))
+
+CODEC__ROW512_INLINE static inline void codec__row_k_init(codec__row_k *k)
+{
+    int i;
+
+    k->lane = _mm512_set1_epi64(0x0706050403020100);
+    CODEC__ROW_KEEP(k->lane);
+    for (i = 0; i < 3; i++) {
+        k->idx[i] =
+            _mm512_sub_epi8(k->lane, _mm512_set1_epi8((char)(7 + 8 * i)));
+        k->need[i] = _mm512_set1_epi8((char)(8 + 8 * i));
+        CODEC__ROW_KEEP(k->idx[i]);
+        CODEC__ROW_KEEP(k->need[i]);
+    }
+    k->madd_b = _mm512_set1_epi16(0x010A);
+    k->madd_w = _mm512_set1_epi32(0x00010064);
+    k->e4 = _mm512_set1_epi64(10000);
+    k->e8 = _mm512_set1_epi64(100000000);
+    k->e16 = _mm512_set1_epi64(INT64_C(10000000000000000));
+    k->top_max = _mm512_set1_epi64(1000);
+    k->lowbits = _mm512_set1_epi64((INT64_C(1) << 29) - 1);
+    /* the bits of 2^-126, the least normal float, as a double */
+    k->least = _mm512_set1_epi64(INT64_C(897) << 52);
+    k->q31 = _mm512_set1_epi64(31);
+    k->q16 = _mm512_set1_epi64(16);
+    k->q128 = _mm512_set1_epi64(128);
+    k->q255 = _mm512_set1_epi64(255);
+    k->mid = _mm512_set1_epi64((INT64_C(1) << 28) - CODEC__F32_SLACK);
+    k->mid_span = _mm512_set1_epi64(2 * CODEC__F32_SLACK);
+    k->normal = _mm512_set1_epi64(INT64_C(0x47EFFFFFE0000000) -
+                                  (INT64_C(897) << 52));
+    k->pow10f = _mm512_set_ps(1, 1, 1, 1, 1, 1e10f, 1e9f, 1e8f, 1e7f, 1e6f,
+                              1e5f, 1e4f, 1e3f, 1e2f, 1e1f, 1);
+    k->small = _mm512_set1_epi64((1 << 24) - 1);
+    k->q10 = _mm512_set1_epi64(10);
+    k->sign = _mm256_set1_epi32((int)0x80000000u);
+    for (i = 0; i < 4; i++) {
+        k->p10[i] = _mm512_loadu_pd(codec__pow10_q + 97 + 8 * i);
+        CODEC__ROW_KEEP(k->p10[i]);
+    }
+    CODEC__ROW_KEEP(k->madd_b);
+    CODEC__ROW_KEEP(k->madd_w);
+    CODEC__ROW_KEEP(k->e4);
+    CODEC__ROW_KEEP(k->e8);
+    CODEC__ROW_KEEP(k->e16);
+    CODEC__ROW_KEEP(k->top_max);
+    CODEC__ROW_KEEP(k->lowbits);
+    CODEC__ROW_KEEP(k->least);
+    CODEC__ROW_KEEP(k->q31);
+    CODEC__ROW_KEEP(k->q16);
+    CODEC__ROW_KEEP(k->q128);
+    CODEC__ROW_KEEP(k->q255);
+    CODEC__ROW_KEEP(k->mid);
+    CODEC__ROW_KEEP(k->mid_span);
+    CODEC__ROW_KEEP(k->normal);
+    CODEC__ROW_KEEP(k->pow10f);
+    CODEC__ROW_KEEP(k->small);
+    CODEC__ROW_KEEP(k->q10);
+    CODEC__ROW_KEEP(k->sign);
+}
+
 /* The pieces of a group's digits, eight numbers each in a 64-bit lane.
  * For the digits last - skip - 7 .. last - skip of each number: the byte
  * of the packed digits lane byte j takes (l8: each number's last digit in
  * every byte of its lane), and the lane bytes that hold one of its digits
  * (c8: its digit count, likewise), j + count >= 8 + skip. */
-CODEC__ROW512_INLINE static inline __m512i codec__row_index(__m512i l8,
-                                                           int skip)
+CODEC__ROW512_INLINE static inline __m512i
+codec__row_index(const codec__row_k *k, __m512i l8, int skip)
 {
-    const __m512i lane = _mm512_set1_epi64(0x0706050403020100);
-
-    return _mm512_add_epi8(
-        l8, _mm512_sub_epi8(lane, _mm512_set1_epi8((char)(7 + skip))));
+    return _mm512_add_epi8(l8, k->idx[skip / 8]);
 }
 
-CODEC__ROW512_INLINE static inline __mmask64 codec__row_have(__m512i c8,
-                                                            int skip)
+CODEC__ROW512_INLINE static inline __mmask64
+codec__row_have(const codec__row_k *k, __m512i c8, int skip)
 {
-    const __m512i lane = _mm512_set1_epi64(0x0706050403020100);
-
-    return _mm512_cmpge_epu8_mask(_mm512_add_epi8(lane, c8),
-                                  _mm512_set1_epi8((char)(8 + skip)));
+    return _mm512_cmpge_epu8_mask(_mm512_add_epi8(k->lane, c8),
+                                  k->need[skip / 8]);
 }
 
 /* Eight digits a lane (the first in its low byte, zeros before a number's
  * first) as two values of four digits: the first four's in the low 32
  * bits, the last four's in the high ones. */
-CODEC__ROW512_INLINE static inline __m512i codec__row_madd(__m512i d)
+CODEC__ROW512_INLINE static inline __m512i
+codec__row_madd(const codec__row_k *k, __m512i d)
 {
-    d = _mm512_maddubs_epi16(d, _mm512_set1_epi16(0x010A));
-    return _mm512_madd_epi16(d, _mm512_set1_epi32(0x00010064));
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(d, k->madd_b), k->madd_w);
 }
 
 /* The eight digits' value, from their two values of four. */
-CODEC__ROW512_INLINE static inline __m512i codec__row_join(__m512i quads)
+CODEC__ROW512_INLINE static inline __m512i
+codec__row_join(const codec__row_k *k, __m512i quads)
 {
-    return _mm512_add_epi64(_mm512_mul_epu32(quads, _mm512_set1_epi64(10000)),
+    return _mm512_add_epi64(_mm512_mul_epu32(quads, k->e4),
                             _mm512_srli_epi64(quads, 32));
 }
 
 /* mant with the digits 9 to 16 from the end (their quads) added. */
-CODEC__ROW512_INLINE static inline __m512i codec__row_add8(__m512i mant,
-                                                          __m512i quads)
+CODEC__ROW512_INLINE static inline __m512i
+codec__row_add8(const codec__row_k *k, __m512i mant, __m512i quads)
 {
-    return _mm512_add_epi64(
-        mant, _mm512_mul_epu32(codec__row_join(quads),
-                               _mm512_set1_epi64(100000000)));
+    return _mm512_add_epi64(mant,
+                            _mm512_mul_epu32(codec__row_join(k, quads), k->e8));
 }
 
 /* Adds the digits 17 to 24 from the end (their quads) to *mant: up to 24
@@ -101,24 +177,24 @@ CODEC__ROW512_INLINE static inline __m512i codec__row_add8(__m512i mant,
  * and fits in 64 bits. The first four digits' value above the last four's
  * is below 1000 when the first five are zeros, and then their value;
  * returns the lanes where it is not. */
-CODEC__ROW512_INLINE static inline __mmask8 codec__row_top(__m512i quads,
-                                                          __m512i *mant)
+CODEC__ROW512_INLINE static inline __mmask8
+codec__row_top(const codec__row_k *k, __m512i quads, __m512i *mant)
 {
     __m512i top = _mm512_ror_epi64(quads, 32);
 
-    *mant = _mm512_add_epi64(
-        *mant, _mm512_mullo_epi64(
-                   top, _mm512_set1_epi64(INT64_C(10000000000000000))));
-    return _mm512_cmpge_epu64_mask(top, _mm512_set1_epi64(1000));
+    *mant = _mm512_add_epi64(*mant, _mm512_mullo_epi64(top, k->e16));
+    return _mm512_cmpge_epu64_mask(top, k->top_max);
 }
 
 /* The quads of each number i of a group from the packed digits (xa, then
  * xb: 128 bytes). A number's digits lie all in xa or all in xb. */
-CODEC__ROW512_INLINE static inline __m512i codec__row_quads(
-    __m512i xa, __m512i xb, __m512i l8, __m512i c8, int skip)
+CODEC__ROW512_INLINE static inline __m512i
+codec__row_quads(const codec__row_k *k, __m512i xa, __m512i xb, __m512i l8,
+                 __m512i c8, int skip)
 {
-    return codec__row_madd(_mm512_maskz_permutex2var_epi8(
-        codec__row_have(c8, skip), xa, codec__row_index(l8, skip), xb));
+    return codec__row_madd(
+        k, _mm512_maskz_permutex2var_epi8(codec__row_have(k, c8, skip), xa,
+                                          codec__row_index(k, l8, skip), xb));
 }
 
 /* codec__f32_of_decimal of eight lanes: mant * 10^q as float32 (without
@@ -134,32 +210,25 @@ CODEC__ROW512_INLINE static inline __m512i codec__row_quads(
  * never are, and the general reader decides them. One multiplication and
  * two comparisons cost a fraction of a division of eight doubles and the
  * exact case's masks. */
-CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
-                                                          __m512i q,
-                                                          __mmask8 *unsure)
+CODEC__ROW512_INLINE static inline __m256
+codec__row_f32x8(const codec__row_k *k, __m512i mant, __m512i q,
+                 __mmask8 *unsure)
 {
-    const __m512i lowbits = _mm512_set1_epi64((INT64_C(1) << 29) - 1);
-    /* the bits of 2^-126, the least normal float, as a double */
-    const __m512i least = _mm512_set1_epi64(INT64_C(897) << 52);
-    __m512i i = _mm512_add_epi64(q, _mm512_set1_epi64(31));
+    __m512i i = _mm512_add_epi64(q, k->q31);
     __m512d d, p;
     __m512i bits;
     __mmask8 nz = _mm512_test_epi64_mask(mant, mant), beyond = 0;
 
-    if (_mm512_cmpgt_epu64_mask(i, _mm512_set1_epi64(31)) == 0) {
+    if (_mm512_cmpgt_epu64_mask(i, k->q31) == 0) {
         /* 10^-31 .. 10^0, the decimals of plain numbers: from registers */
-        const __m512d *t = (const __m512d *)(const void *)(codec__pow10_q + 97);
-        p = _mm512_mask_blend_pd(
-            _mm512_cmpge_epu64_mask(i, _mm512_set1_epi64(16)),
-            _mm512_permutex2var_pd(_mm512_loadu_pd(t), i,
-                                   _mm512_loadu_pd(t + 1)),
-            _mm512_permutex2var_pd(_mm512_loadu_pd(t + 2), i,
-                                   _mm512_loadu_pd(t + 3)));
+        p = _mm512_mask_blend_pd(_mm512_cmpge_epu64_mask(i, k->q16),
+                                 _mm512_permutex2var_pd(k->p10[0], i, k->p10[1]),
+                                 _mm512_permutex2var_pd(k->p10[2], i, k->p10[3]));
     } else {
-        __m512i at = _mm512_add_epi64(q, _mm512_set1_epi64(128));
+        __m512i at = _mm512_add_epi64(q, k->q128);
 
-        beyond = _mm512_cmpgt_epu64_mask(at, _mm512_set1_epi64(255));
-        at = _mm512_min_epu64(at, _mm512_set1_epi64(255));
+        beyond = _mm512_cmpgt_epu64_mask(at, k->q255);
+        at = _mm512_min_epu64(at, k->q255);
         p = _mm512_i64gather_pd(at, codec__pow10_q, 8);
     }
     d = _mm512_mul_pd(_mm512_cvtepu64_pd(mant), p);
@@ -167,19 +236,14 @@ CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
     /* near a midpoint: the low 29 bits within the slack of 1 << 28; out of
      * the normal floats: d below 2^-126 or above the largest float (d is
      * not negative, so its bits order as its values) */
-    *unsure =
-        (__mmask8)(_mm512_mask_cmple_epu64_mask(
-                       nz,
-                       _mm512_sub_epi64(
-                           _mm512_and_si512(bits, lowbits),
-                           _mm512_set1_epi64((INT64_C(1) << 28) -
-                                             CODEC__F32_SLACK)),
-                       _mm512_set1_epi64(2 * CODEC__F32_SLACK)) |
-                   _mm512_mask_cmpgt_epu64_mask(
-                       nz, _mm512_sub_epi64(bits, least),
-                       _mm512_set1_epi64(
-                           (INT64_C(0x47EFFFFFE0000000) -
-                            (INT64_C(897) << 52))))) |
+    *unsure = (__mmask8)(_mm512_mask_cmple_epu64_mask(
+                             nz,
+                             _mm512_sub_epi64(
+                                 _mm512_and_si512(bits, k->lowbits), k->mid),
+                             k->mid_span) |
+                         _mm512_mask_cmpgt_epu64_mask(
+                             nz, _mm512_sub_epi64(bits, k->least),
+                             k->normal)) |
               beyond;
     return _mm512_cvtpd_ps(d);
 }
@@ -189,19 +253,15 @@ CODEC__ROW512_INLINE static inline __m256 codec__row_f32x8(__m512i mant,
  * of). A float division rounds correctly when the mantissa is below 2^24
  * and the power of ten an exact float (10^0 to 10^-10); the other lanes
  * take codec__row_f32x8. Returns the unsure lanes of n8 (0: all stored). */
-CODEC__ROW512_INLINE static inline __mmask8 codec__row_store8(
-    __m512i mant, __m512i q, __mmask8 neg, __mmask8 n8, __mmask8 unsure,
-    float *out)
+CODEC__ROW512_INLINE static inline __mmask8
+codec__row_store8(const codec__row_k *k, __m512i mant, __m512i q,
+                  __mmask8 neg, __mmask8 n8, __mmask8 unsure, float *out)
 {
-    const __m512 pow10 = _mm512_set_ps(1, 1, 1, 1, 1, 1e10f, 1e9f, 1e8f, 1e7f,
-                                       1e6f, 1e5f, 1e4f, 1e3f, 1e2f, 1e1f, 1);
     __m256i bits;
     /* the lanes whose division is not exact: 10^q in a double */
-    __mmask8 big = _mm512_mask_cmpgt_epu64_mask(
-                       n8, mant, _mm512_set1_epi64((1 << 24) - 1)) |
-                   _mm512_mask_cmpgt_epu64_mask(
-                       n8, _mm512_add_epi64(q, _mm512_set1_epi64(10)),
-                       _mm512_set1_epi64(10));
+    __mmask8 big =
+        _mm512_mask_cmpgt_epu64_mask(n8, mant, k->small) |
+        _mm512_mask_cmpgt_epu64_mask(n8, _mm512_add_epi64(q, k->q10), k->q10);
 
     if (big != n8)
         bits = _mm256_castps_si256(_mm256_div_ps(
@@ -209,20 +269,19 @@ CODEC__ROW512_INLINE static inline __mmask8 codec__row_store8(
             _mm512_castps512_ps256(_mm512_permutexvar_ps(
                 _mm512_castsi256_si512(_mm512_cvtepi64_epi32(
                     _mm512_sub_epi64(_mm512_setzero_si512(), q))),
-                pow10))));
+                k->pow10f))));
     else
         bits = _mm256_setzero_si256();
     if (big) {
         __mmask8 far;
-        __m256 dv = codec__row_f32x8(mant, q, &far);
+        __m256 dv = codec__row_f32x8(k, mant, q, &far);
         bits = _mm256_mask_blend_epi32(big, bits, _mm256_castps_si256(dv));
         unsure |= far & big;
     }
     unsure &= n8;
     if (unsure)
         n8 &= (__mmask8)((1u << __builtin_ctz(unsure)) - 1);
-    bits = _mm256_mask_or_epi32(bits, neg, bits,
-                                _mm256_set1_epi32((int)0x80000000u));
+    bits = _mm256_mask_or_epi32(bits, neg, bits, k->sign);
     _mm256_mask_storeu_epi32(out, n8, bits);
     return unsure;
 }
@@ -439,7 +498,8 @@ CODEC__ROW512_INLINE static inline void codec__row_lists(
  * to the other readers). The lanes past it may be written, within the
  * numbers of a and b. */
 CODEC__ROW512_TARGET static unsigned codec__row_convert(
-    const codec__row_blk *a, const codec__row_blk *b, float *out)
+    const codec__row_blk *a, const codec__row_blk *b, const codec__row_k *k,
+    float *out)
 {
     const __m512i iota = CODEC__ROW_IOTA;
     /* byte 8i + j of a group: number i */
@@ -479,17 +539,18 @@ CODEC__ROW512_TARGET static unsigned codec__row_convert(
         __m512i sel = _mm512_add_epi8(number, _mm512_set1_epi8((char)g));
         __m512i c8 = _mm512_permutexvar_epi8(sel, cv);
         __m512i l8 = _mm512_permutexvar_epi8(sel, lastv);
-        __m512i mant = codec__row_join(codec__row_quads(a->x, xb, l8, c8, 0));
+        __m512i mant =
+            codec__row_join(k, codec__row_quads(k, a->x, xb, l8, c8, 0));
         __m512i at, f, q;
         __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), unsure = 0;
 
         /* and the digits before the last eight, and before those */
         if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(8)) & bytes)
-            mant = codec__row_add8(mant,
-                                   codec__row_quads(a->x, xb, l8, c8, 8));
+            mant = codec__row_add8(k, mant,
+                                   codec__row_quads(k, a->x, xb, l8, c8, 8));
         if (_mm512_cmpgt_epu8_mask(c8, _mm512_set1_epi8(16)) & bytes)
-            unsure = codec__row_top(codec__row_quads(a->x, xb, l8, c8, 16),
-                                    &mant);
+            unsure = codec__row_top(
+                k, codec__row_quads(k, a->x, xb, l8, c8, 16), &mant);
         at = _mm512_add_epi8(iota, _mm512_set1_epi8((char)g));
         f = _mm512_cvtepu8_epi64(
             _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, fv)));
@@ -497,8 +558,8 @@ CODEC__ROW512_TARGET static unsigned codec__row_convert(
             _mm512_cvtepi8_epi64(
                 _mm512_castsi512_si128(_mm512_permutexvar_epi8(at, ev))),
             f);
-        unsure = codec__row_store8(mant, q, (__mmask8)(negs >> g), n8, unsure,
-                                   out + g);
+        unsure = codec__row_store8(k, mant, q, (__mmask8)(negs >> g), n8,
+                                   unsure, out + g);
         if (unsure)
             return g + (unsigned)__builtin_ctz(unsure);
     }
@@ -523,7 +584,9 @@ CODEC__ROW512_TARGET size_t codec__row_avx512(const char **pp,
 {
     const char *s = *pp, *done = *pp;
     size_t k = 0;
+    codec__row_k rk;
 
+    codec__row_k_init(&rk);
     while (end - s >= 64 && k < room) {
         codec__row_blk a, b;
         const char *sb;
@@ -540,7 +603,7 @@ CODEC__ROW512_TARGET size_t codec__row_avx512(const char **pp,
             !codec__row_scan(sb, room - k - a.nnum, any, &b))
             b.nnum = 0;
         n = a.nnum + b.nnum;
-        got = codec__row_convert(&a, &b, out + k);
+        got = codec__row_convert(&a, &b, &rk, out + k);
         if (got < n) { /* a number this loop leaves to the others */
             if (got > a.nnum)
                 done = codec__row_sep(sb, b.ends, got - a.nnum - 1);
@@ -710,12 +773,12 @@ CODEC__ROW512_INLINE static inline int codec__stride_block(const char *s,
  * digit there and c8 its digit count (both in every byte of its lane). A
  * number of at most 24 digits and the three before it fit in 128 bytes;
  * the lanes of longer ones are not used. */
-CODEC__ROW512_INLINE static inline __m512i codec__stride_bytes(
-    __m512i a0, __m512i a1, __m512i b0, __m512i b1, __m512i at, __m512i c8,
-    int skip)
+CODEC__ROW512_INLINE static inline __m512i
+codec__stride_bytes(const codec__row_k *k, __m512i a0, __m512i a1,
+                    __m512i b0, __m512i b1, __m512i at, __m512i c8, int skip)
 {
-    __m512i idx = codec__row_index(at, skip);
-    __mmask64 have = codec__row_have(c8, skip);
+    __m512i idx = codec__row_index(k, at, skip);
+    __mmask64 have = codec__row_have(k, c8, skip);
 
     return _mm512_or_si512(
         _mm512_maskz_permutex2var_epi8(have & 0xFFFFFFFFu, a0, idx, a1),
@@ -725,15 +788,17 @@ CODEC__ROW512_INLINE static inline __m512i codec__stride_bytes(
 
 /* The marks' part of the digit bytes d: 1 in each byte after its
  * number's point. */
-CODEC__ROW512_INLINE static inline __m512i codec__stride_frac(__m512i d)
+CODEC__ROW512_INLINE static inline __m512i codec__stride_frac(__m512i d,
+                                                             __m512i ones)
 {
-    return _mm512_and_si512(_mm512_srli_epi64(d, 7), _mm512_set1_epi8(1));
+    return _mm512_and_si512(_mm512_srli_epi64(d, 7), ones);
 }
 
 /* The digits' part: d as codec__row_madd takes them. */
-CODEC__ROW512_INLINE static inline __m512i codec__stride_quads(__m512i d)
+CODEC__ROW512_INLINE static inline __m512i
+codec__stride_quads(const codec__row_k *k, __m512i d, __m512i low)
 {
-    return codec__row_madd(_mm512_and_si512(d, _mm512_set1_epi8(0x0F)));
+    return codec__row_madd(k, _mm512_and_si512(d, low));
 }
 
 /* Stores the first nn numbers of t at out, eight at a time; returns the
@@ -742,11 +807,22 @@ CODEC__ROW512_INLINE static inline __m512i codec__stride_quads(__m512i d)
 CODEC__ROW512_INLINE static inline unsigned codec__stride_convert(
     const codec__stride *t, unsigned nn, float *out)
 {
+    codec__row_k k;
     /* byte 0 of each 64-bit lane, in all eight of its bytes */
-    const __m512i byte0 = _mm512_broadcast_i32x4(
+    __m512i byte0 = _mm512_broadcast_i32x4(
         _mm_set_epi64x(0x0808080808080808, 0));
+    __m512i ones = _mm512_set1_epi8(1), low = _mm512_set1_epi8(0x0F);
+    __m512i negs = _mm512_set1_epi8(CODEC__STRIDE_NEG);
+    __m512i q8 = _mm512_set1_epi64(8), q24 = _mm512_set1_epi64(24);
     unsigned g;
 
+    codec__row_k_init(&k);
+    CODEC__ROW_KEEP(byte0);
+    CODEC__ROW_KEEP(ones);
+    CODEC__ROW_KEEP(low);
+    CODEC__ROW_KEEP(negs);
+    CODEC__ROW_KEEP(q8);
+    CODEC__ROW_KEEP(q24);
     for (g = 0; g < nn; g += 8) {
         unsigned live = nn - g < 8 ? nn - g : 8;
         __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), unsure = 0, over, neg;
@@ -770,31 +846,31 @@ CODEC__ROW512_INLINE static inline unsigned codec__stride_convert(
             byte0);
         /* the digit count in every byte of its lane (at most 255: more
          * than 24 is never used) */
-        __m512i c8 = _mm512_shuffle_epi8(
-            _mm512_min_epu64(count, _mm512_set1_epi64(255)), byte0);
-        __m512i d = codec__stride_bytes(a0, a1, b0, b1, at, c8, 0);
-        __m512i marks = d, fracs = codec__stride_frac(d), mant;
+        __m512i c8 = _mm512_shuffle_epi8(_mm512_min_epu64(count, k.q255),
+                                         byte0);
+        __m512i d = codec__stride_bytes(&k, a0, a1, b0, b1, at, c8, 0);
+        __m512i marks = d, fracs = codec__stride_frac(d, ones), mant;
 
         /* more digits than three groups: the others' */
-        over = _mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(24));
-        mant = codec__row_join(codec__stride_quads(d));
-        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(8))) {
-            d = codec__stride_bytes(a0, a1, b0, b1, at, c8, 8);
+        over = _mm512_mask_cmpgt_epu64_mask(n8, count, q24);
+        mant = codec__row_join(&k, codec__stride_quads(&k, d, low));
+        if (_mm512_mask_cmpgt_epu64_mask(n8, count, q8)) {
+            d = codec__stride_bytes(&k, a0, a1, b0, b1, at, c8, 8);
             marks = _mm512_or_si512(marks, d);
-            fracs = _mm512_add_epi8(fracs, codec__stride_frac(d));
-            mant = codec__row_add8(mant, codec__stride_quads(d));
+            fracs = _mm512_add_epi8(fracs, codec__stride_frac(d, ones));
+            mant = codec__row_add8(&k, mant, codec__stride_quads(&k, d, low));
         }
-        if (_mm512_mask_cmpgt_epu64_mask(n8, count, _mm512_set1_epi64(16))) {
-            d = codec__stride_bytes(a0, a1, b0, b1, at, c8, 16);
+        if (_mm512_mask_cmpgt_epu64_mask(n8, count, k.q16)) {
+            d = codec__stride_bytes(&k, a0, a1, b0, b1, at, c8, 16);
             marks = _mm512_or_si512(marks, d);
-            fracs = _mm512_add_epi8(fracs, codec__stride_frac(d));
-            unsure = codec__row_top(codec__stride_quads(d), &mant);
+            fracs = _mm512_add_epi8(fracs, codec__stride_frac(d, ones));
+            unsure =
+                codec__row_top(&k, codec__stride_quads(&k, d, low), &mant);
         }
-        neg = _mm512_test_epi64_mask(
-            marks, _mm512_set1_epi8(CODEC__STRIDE_NEG));
+        neg = _mm512_test_epi64_mask(marks, negs);
         /* the decimals: each lane's marked digits, summed */
         unsure = codec__row_store8(
-            mant,
+            &k, mant,
             _mm512_sub_epi64(_mm512_setzero_si512(),
                              _mm512_sad_epu8(fracs, _mm512_setzero_si512())),
             neg, n8, unsure | over, out + g);
@@ -813,13 +889,12 @@ static const char *codec__stride_sep(const char *s, unsigned i)
             return s;
 }
 
-/* The last ',' before s, in text codec__stride_block took that has one
- * after cs. */
-static const char *codec__stride_lastsep(const char *cs, const char *s)
+/* The last ',' before s, in text codec__stride_block took that has
+ * one. */
+static const char *codec__stride_lastsep(const char *s)
 {
     while (*--s != ',')
         ;
-    (void)cs;
     return s;
 }
 
@@ -853,7 +928,7 @@ CODEC__ROW512_INLINE static inline size_t codec__stride_loop(
         }
         got = codec__stride_convert(&t, z.nn, out + k);
         if (got == z.nn && got > 0)
-            done = r > 0 ? z.close : codec__stride_lastsep(cs, s);
+            done = r > 0 ? z.close : codec__stride_lastsep(s);
         else if (got > 0)
             done = codec__stride_sep(cs, got - 1);
         k += got;
