@@ -48,7 +48,7 @@ CODEC__ROW512_INLINE static inline uint64_t codec__eq64(__m512i v, char c)
                      0x0F0E0D0C0B0A0908, 0x0706050403020100)
 
 /* The conversion's constants, made once before a loop and then opaque to
- * the compiler (CODEC__ROW_KEEP): gcc would otherwise make each again from
+ * the compiler (CODEC__ROW_SET): gcc would otherwise make each again from
  * an immediate wherever it is used, a move and a broadcast, some twenty
  * of a group's two hundred instructions. */
 typedef struct codec__row_k {
@@ -66,66 +66,51 @@ typedef struct codec__row_k {
     __m256i sign;
 } codec__row_k;
 
-#define CODEC__ROW_KEEP(v) __asm__("" : "+v"(v))
+/* v = x, after which the compiler knows v only as a register's value. */
+#define CODEC__ROW_SET(v, x)                                                  \
+    do {                                                                      \
+        (v) = (x);                                                            \
+        __asm__("" : "+v"(v));                                                \
+    } while (0)
 
 CODEC__ROW512_INLINE static inline void codec__row_k_init(codec__row_k *k)
 {
     int i;
 
-    k->lane = _mm512_set1_epi64(0x0706050403020100);
-    CODEC__ROW_KEEP(k->lane);
+    CODEC__ROW_SET(k->lane, _mm512_set1_epi64(0x0706050403020100));
     for (i = 0; i < 3; i++) {
-        k->idx[i] =
-            _mm512_sub_epi8(k->lane, _mm512_set1_epi8((char)(7 + 8 * i)));
-        k->need[i] = _mm512_set1_epi8((char)(8 + 8 * i));
-        CODEC__ROW_KEEP(k->idx[i]);
-        CODEC__ROW_KEEP(k->need[i]);
+        CODEC__ROW_SET(k->idx[i], _mm512_sub_epi8(k->lane,
+                                                  _mm512_set1_epi8(
+                                                      (char)(7 + 8 * i))));
+        CODEC__ROW_SET(k->need[i], _mm512_set1_epi8((char)(8 + 8 * i)));
     }
-    k->madd_b = _mm512_set1_epi16(0x010A);
-    k->madd_w = _mm512_set1_epi32(0x00010064);
-    k->e4 = _mm512_set1_epi64(10000);
-    k->e8 = _mm512_set1_epi64(100000000);
-    k->e16 = _mm512_set1_epi64(INT64_C(10000000000000000));
-    k->top_max = _mm512_set1_epi64(1000);
-    k->lowbits = _mm512_set1_epi64((INT64_C(1) << 29) - 1);
+    CODEC__ROW_SET(k->madd_b, _mm512_set1_epi16(0x010A));
+    CODEC__ROW_SET(k->madd_w, _mm512_set1_epi32(0x00010064));
+    CODEC__ROW_SET(k->e4, _mm512_set1_epi64(10000));
+    CODEC__ROW_SET(k->e8, _mm512_set1_epi64(100000000));
+    CODEC__ROW_SET(k->e16, _mm512_set1_epi64(INT64_C(10000000000000000)));
+    CODEC__ROW_SET(k->top_max, _mm512_set1_epi64(1000));
+    CODEC__ROW_SET(k->lowbits, _mm512_set1_epi64((INT64_C(1) << 29) - 1));
     /* the bits of 2^-126, the least normal float, as a double */
-    k->least = _mm512_set1_epi64(INT64_C(897) << 52);
-    k->q31 = _mm512_set1_epi64(31);
-    k->q16 = _mm512_set1_epi64(16);
-    k->q128 = _mm512_set1_epi64(128);
-    k->q255 = _mm512_set1_epi64(255);
-    k->mid = _mm512_set1_epi64((INT64_C(1) << 28) - CODEC__F32_SLACK);
-    k->mid_span = _mm512_set1_epi64(2 * CODEC__F32_SLACK);
-    k->normal = _mm512_set1_epi64(INT64_C(0x47EFFFFFE0000000) -
-                                  (INT64_C(897) << 52));
-    k->pow10f = _mm512_set_ps(1, 1, 1, 1, 1, 1e10f, 1e9f, 1e8f, 1e7f, 1e6f,
-                              1e5f, 1e4f, 1e3f, 1e2f, 1e1f, 1);
-    k->small = _mm512_set1_epi64((1 << 24) - 1);
-    k->q10 = _mm512_set1_epi64(10);
-    k->sign = _mm256_set1_epi32((int)0x80000000u);
-    for (i = 0; i < 4; i++) {
-        k->p10[i] = _mm512_loadu_pd(codec__pow10_q + 97 + 8 * i);
-        CODEC__ROW_KEEP(k->p10[i]);
-    }
-    CODEC__ROW_KEEP(k->madd_b);
-    CODEC__ROW_KEEP(k->madd_w);
-    CODEC__ROW_KEEP(k->e4);
-    CODEC__ROW_KEEP(k->e8);
-    CODEC__ROW_KEEP(k->e16);
-    CODEC__ROW_KEEP(k->top_max);
-    CODEC__ROW_KEEP(k->lowbits);
-    CODEC__ROW_KEEP(k->least);
-    CODEC__ROW_KEEP(k->q31);
-    CODEC__ROW_KEEP(k->q16);
-    CODEC__ROW_KEEP(k->q128);
-    CODEC__ROW_KEEP(k->q255);
-    CODEC__ROW_KEEP(k->mid);
-    CODEC__ROW_KEEP(k->mid_span);
-    CODEC__ROW_KEEP(k->normal);
-    CODEC__ROW_KEEP(k->pow10f);
-    CODEC__ROW_KEEP(k->small);
-    CODEC__ROW_KEEP(k->q10);
-    CODEC__ROW_KEEP(k->sign);
+    CODEC__ROW_SET(k->least, _mm512_set1_epi64(INT64_C(897) << 52));
+    CODEC__ROW_SET(k->q31, _mm512_set1_epi64(31));
+    CODEC__ROW_SET(k->q16, _mm512_set1_epi64(16));
+    CODEC__ROW_SET(k->q128, _mm512_set1_epi64(128));
+    CODEC__ROW_SET(k->q255, _mm512_set1_epi64(255));
+    CODEC__ROW_SET(k->mid, _mm512_set1_epi64((INT64_C(1) << 28) -
+                                             CODEC__F32_SLACK));
+    CODEC__ROW_SET(k->mid_span, _mm512_set1_epi64(2 * CODEC__F32_SLACK));
+    CODEC__ROW_SET(k->normal, _mm512_set1_epi64(INT64_C(0x47EFFFFFE0000000) -
+                                                (INT64_C(897) << 52)));
+    for (i = 0; i < 4; i++)
+        CODEC__ROW_SET(k->p10[i],
+                       _mm512_loadu_pd(codec__pow10_q + 97 + 8 * i));
+    CODEC__ROW_SET(k->pow10f,
+                   _mm512_set_ps(1, 1, 1, 1, 1, 1e10f, 1e9f, 1e8f, 1e7f, 1e6f,
+                                 1e5f, 1e4f, 1e3f, 1e2f, 1e1f, 1));
+    CODEC__ROW_SET(k->small, _mm512_set1_epi64((1 << 24) - 1));
+    CODEC__ROW_SET(k->q10, _mm512_set1_epi64(10));
+    CODEC__ROW_SET(k->sign, _mm256_set1_epi32((int)0x80000000u));
 }
 
 /* The pieces of a group's digits, eight numbers each in a 64-bit lane.
@@ -808,21 +793,18 @@ CODEC__ROW512_INLINE static inline unsigned codec__stride_convert(
     const codec__stride *t, unsigned nn, float *out)
 {
     codec__row_k k;
-    /* byte 0 of each 64-bit lane, in all eight of its bytes */
-    __m512i byte0 = _mm512_broadcast_i32x4(
-        _mm_set_epi64x(0x0808080808080808, 0));
-    __m512i ones = _mm512_set1_epi8(1), low = _mm512_set1_epi8(0x0F);
-    __m512i negs = _mm512_set1_epi8(CODEC__STRIDE_NEG);
-    __m512i q8 = _mm512_set1_epi64(8), q24 = _mm512_set1_epi64(24);
+    __m512i byte0, ones, low, negs, q8, q24;
     unsigned g;
 
     codec__row_k_init(&k);
-    CODEC__ROW_KEEP(byte0);
-    CODEC__ROW_KEEP(ones);
-    CODEC__ROW_KEEP(low);
-    CODEC__ROW_KEEP(negs);
-    CODEC__ROW_KEEP(q8);
-    CODEC__ROW_KEEP(q24);
+    /* byte 0 of each 64-bit lane, in all eight of its bytes */
+    CODEC__ROW_SET(byte0, _mm512_broadcast_i32x4(
+                              _mm_set_epi64x(0x0808080808080808, 0)));
+    CODEC__ROW_SET(ones, _mm512_set1_epi8(1));
+    CODEC__ROW_SET(low, _mm512_set1_epi8(0x0F));
+    CODEC__ROW_SET(negs, _mm512_set1_epi8(CODEC__STRIDE_NEG));
+    CODEC__ROW_SET(q8, _mm512_set1_epi64(8));
+    CODEC__ROW_SET(q24, _mm512_set1_epi64(24));
     for (g = 0; g < nn; g += 8) {
         unsigned live = nn - g < 8 ? nn - g : 8;
         __mmask8 n8 = (__mmask8)_bzhi_u32(0xFF, live), unsure = 0, over, neg;
