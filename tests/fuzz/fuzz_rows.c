@@ -12,8 +12,8 @@
  *     then an exponent or a long or near-midpoint decimal) with ",", ", "
  *     or ",\n      " between them, grown from a seed in the input, and a
  *     few of the input's later bytes spliced in as faults, most near the
- *     64-byte blocks of the fixed-stride loop (which reads batches of 16
- *     blocks: 1024 bytes) and past 1024 bytes, counted from the row's
+ *     64-byte blocks of the fixed-stride loop (which reads batches of 32
+ *     blocks: 2048 bytes) and past 2048 bytes, counted from the row's
  *     start or from its second number (codec_array_parse reads the first
  *     number alone, so its first row call starts there).
  * Each body sits alone in a heap block of its exact size, so a read past

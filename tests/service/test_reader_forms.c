@@ -657,7 +657,7 @@ START_TEST(test_reader_forms_mutated_same_everywhere)
 END_TEST
 
 /* The fixed-stride loop carries a number's state across its 64-byte
- * blocks and its batches of sixteen. codec_json_row_any from a row's
+ * blocks and its batches of 32. codec_json_row_any from a row's
  * start, with room for all of it, runs that loop from there, so its block
  * i starts at byte 1 + 64 i of the row: a fault put on either side of
  * block seams and of the first batch seams may only stop it. Whatever it
