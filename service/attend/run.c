@@ -65,21 +65,43 @@ static int codec__loose(const attn_params *p, const float *normmax,
     double col = 1.0, out, wts = p->weights != ATTN_WEIGHTS_NONE ? 1.0 : 0.0;
 
     if (p->w_o != NULL) {
-        /* the columns' squares, 2048 columns at a time down the rows:
-         * each row's part read whole, as w_o lies, and nothing allocated
-         * (the run's allocations are each either had or a 503) */
+        /* the columns' squares, eight columns at a time down the rows: their
+         * sums stay in registers, and nothing is allocated (the run's
+         * allocations are each either had or a 503) or cleared; each
+         * column's sum is taken in row order, as one at a time would */
         size_t rows = d->h * d->d_v, c0, c, r;
-        double sum[2048], top = 0.0;
-        for (c0 = 0; c0 < d->d_out; c0 += 2048) {
-            size_t w = d->d_out - c0 < 2048 ? d->d_out - c0 : 2048;
-            memset(sum, 0, sizeof sum);
-            for (r = 0; r < rows; r++) {
-                const float *row = p->w_o + r * d->d_out + c0;
-                for (c = 0; c < w; c++)
-                    sum[c] += (double)row[c] * (double)row[c];
+        double top = 0.0;
+        for (c0 = 0; c0 + 8 <= d->d_out; c0 += 8) {
+            /* eight named sums: as an array, gcc keeps them in memory */
+            const float *row = p->w_o + c0;
+            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+            double s4 = 0.0, s5 = 0.0, s6 = 0.0, s7 = 0.0;
+            for (r = 0; r < rows; r++, row += d->d_out) {
+                s0 += (double)row[0] * (double)row[0];
+                s1 += (double)row[1] * (double)row[1];
+                s2 += (double)row[2] * (double)row[2];
+                s3 += (double)row[3] * (double)row[3];
+                s4 += (double)row[4] * (double)row[4];
+                s5 += (double)row[5] * (double)row[5];
+                s6 += (double)row[6] * (double)row[6];
+                s7 += (double)row[7] * (double)row[7];
             }
-            for (c = 0; c < w; c++)
-                top = sum[c] > top ? sum[c] : top;
+            top = s0 > top ? s0 : top;
+            top = s1 > top ? s1 : top;
+            top = s2 > top ? s2 : top;
+            top = s3 > top ? s3 : top;
+            top = s4 > top ? s4 : top;
+            top = s5 > top ? s5 : top;
+            top = s6 > top ? s6 : top;
+            top = s7 > top ? s7 : top;
+        }
+        for (c = c0; c < d->d_out; c++) {
+            double s = 0.0;
+            for (r = 0; r < rows; r++) {
+                double v = p->w_o[r * d->d_out + c];
+                s += v * v;
+            }
+            top = s > top ? s : top;
         }
         col = sqrt(top);
     }
