@@ -123,6 +123,9 @@ struct guard_conn {
     size_t in_len, in_ready; /* in[0..in_ready) is classified */
     framing_error reject;     /* to answer at the next read */
     bool eof;
+    bool drained; /* the socket's last read found it empty (EAGAIN):
+                     whatever comes after, a FIN included, gives
+                     libmicrohttpd a new epoll edge */
     int worker;               /* the accepting thread's slot, or -1 */
     char *sink;               /* guard_body_sink: the body's buffer */
     uint64_t sink_len, sink_from; /* sink_from: guard_body_sunk, reset by
