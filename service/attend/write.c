@@ -94,6 +94,14 @@ static int codec__text(codec_writer *w, const char *fmt, ...)
     return text_failed(&w->pending) ? -1 : 0;
 }
 
+/* Appends the literal s to the pending text; 0, or -1 once out of memory
+ * (as codec__text, without a format to parse). */
+static int codec__puts(codec_writer *w, const char *s)
+{
+    text_puts(&w->pending, s);
+    return text_failed(&w->pending) ? -1 : 0;
+}
+
 /* Ends the pending text as one TEXT segment, which then owns it (nothing
  * when there is none). 0, or -1 when out of memory. */
 static int codec__flush(codec_writer *w)
@@ -196,7 +204,7 @@ static int codec__answer(codec_writer *w, const codec_request *req)
     shape[0] = d->B;
     shape[1] = d->n;
     shape[2] = d->d_out;
-    ok = codec__text(w, "{\"output\":") == 0 &&
+    ok = codec__puts(w, "{\"output\":") == 0 &&
          codec__array(w, req->output, shape + !b, 2 + b, req->base64_out) == 0;
 
     if (ok && (req->weights != NULL || req->pairs != NULL)) {
@@ -217,7 +225,7 @@ static int codec__answer(codec_writer *w, const codec_request *req)
             r = 2;
         }
         shape[r + 1] = 2; /* the pair axis, used only with top_k */
-        ok = codec__text(w, ",\"attention\":") == 0 &&
+        ok = codec__puts(w, ",\"attention\":") == 0 &&
              codec__array(w, req->pairs ? req->pairs : req->weights,
                           shape + !b, r + b + (req->pairs != NULL),
                           req->base64_out) == 0;
@@ -253,17 +261,30 @@ static int codec__answer(codec_writer *w, const codec_request *req)
     if (ok && req->memory_tokens_json != NULL)
         ok = codec__text(w, ",\"memory_tokens\":%s",
                          req->memory_tokens_json) == 0;
-    if (ok)
-        ok = codec__text(w, ",\"meta\":{\"batch\":%zu,\"n\":%zu,\"m\":%zu,"
-                         "\"d_model\":%zu,\"d_mem\":%zu,\"num_heads\":%zu,"
-                         "\"num_kv_heads\":%zu,\"d_k\":%zu,\"d_v\":%zu,"
-                         "\"d_out\":%zu,\"mask\":\"%s\",\"params\":%llu,"
-                         "\"flops\":%llu,\"elapsed_ms\":%.3f",
-                         d->B, d->n, d->m, d->d_model, d->d_mem, d->h, d->g,
-                         d->d_k, d->d_v, d->d_out,
-                         attend_mask_names[p->mask == ATTN_MASK_CAUSAL],
-                         (unsigned long long)req->params,
-                         (unsigned long long)req->flops, req->elapsed_ms) == 0;
+    if (ok) {
+        /* the integers appended as they are: one printf of them all parsed
+         * its format for every answer (a microsecond) */
+        static const char *const key[] = {
+            ",\"meta\":{\"batch\":", ",\"n\":", ",\"m\":", ",\"d_model\":",
+            ",\"d_mem\":", ",\"num_heads\":", ",\"num_kv_heads\":", ",\"d_k\":",
+            ",\"d_v\":", ",\"d_out\":"};
+        const size_t dim[] = {d->B, d->n,   d->m,   d->d_model, d->d_mem,
+                              d->h, d->g,   d->d_k, d->d_v,     d->d_out};
+        size_t i;
+        _Static_assert(sizeof key / sizeof key[0] == sizeof dim / sizeof dim[0],
+                       "a key for every dimension");
+        for (i = 0; i < sizeof dim / sizeof dim[0]; i++) {
+            text_puts(&w->pending, key[i]);
+            text_uint(&w->pending, dim[i]);
+        }
+        text_puts(&w->pending, ",\"mask\":\"");
+        text_puts(&w->pending, attend_mask_names[p->mask == ATTN_MASK_CAUSAL]);
+        text_puts(&w->pending, "\",\"params\":");
+        text_uint(&w->pending, req->params);
+        text_puts(&w->pending, ",\"flops\":");
+        text_uint(&w->pending, req->flops);
+        ok = codec__text(w, ",\"elapsed_ms\":%.3f", req->elapsed_ms) == 0;
+    }
     /* the extras' share of elapsed_ms, as CPU time over the compute threads */
     if (ok && (req->analysis || req->top_k))
         ok = codec__text(w, ",\"analysis_ms\":%.3f",
@@ -271,7 +292,7 @@ static int codec__answer(codec_writer *w, const codec_request *req)
     if (ok && req->refs_json != NULL)
         ok = codec__text(w, ",\"refs\":%s", req->refs_json) == 0;
     if (ok)
-        ok = codec__text(w, "}}") == 0;
+        ok = codec__puts(w, "}}") == 0;
     return ok ? 0 : -1;
 }
 

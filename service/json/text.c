@@ -56,6 +56,18 @@ void text_puts(text_buf *t, const char *s)
     text_append(t, s, strlen(s));
 }
 
+void text_uint(text_buf *t, uint64_t v)
+{
+    char digits[20]; /* 2^64 - 1 has 20 */
+    size_t i = sizeof digits;
+
+    do {
+        digits[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    text_append(t, digits + i, sizeof digits - i);
+}
+
 char *text_extend(text_buf *t, size_t n)
 {
     char *at;

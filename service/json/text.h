@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct text_buf {
     char *data;  /* owned; NULL while nothing was appended, else
@@ -31,6 +32,10 @@ void text_append(text_buf *t, const char *s, size_t len);
 
 /* Appends the NUL-terminated s; s is borrowed. */
 void text_puts(text_buf *t, const char *s);
+
+/* Appends v in decimal, as printf's %llu writes it, without printf's
+ * parsing of a format. */
+void text_uint(text_buf *t, uint64_t v);
 
 /* Appends printf-formatted text; one vsnprintf when the buffer has room. */
 void text_printf(text_buf *t, const char *fmt, ...)
