@@ -72,6 +72,24 @@ void codec__error_copy(codec_error *err, const codec_error *e)
         *err = *e;
 }
 
+/* ptr = prefix "/" name, cut to cap bytes as snprintf would cut it:
+ * without printf, which parsed its format for every field of a request. */
+static void codec__pointer(char *ptr, size_t cap, const char *prefix,
+                           const char *name)
+{
+    size_t a = strlen(prefix), b = strlen(name);
+
+    if (a > cap - 1)
+        a = cap - 1;
+    memcpy(ptr, prefix, a);
+    if (a < cap - 1)
+        ptr[a++] = '/';
+    if (b > cap - 1 - a)
+        b = cap - 1 - a;
+    memcpy(ptr + a, name, b);
+    ptr[a + b] = '\0';
+}
+
 /* Reads the object at r->p into f. prefix is "" at the top level and
  * "/layers/<i>" inside a layer, where the fields that apply to the whole
  * request are refused. Returns 0, or -1 with err filled: a syntax error
@@ -140,7 +158,7 @@ static int codec__object(codec_reader *r, codec__fields *f,
         }
         free(unesc);
         if (id < F_COUNT)
-            snprintf(ptr, sizeof ptr, "%s/%s", prefix, attend_fields[id].name);
+            codec__pointer(ptr, sizeof ptr, prefix, attend_fields[id].name);
         if (failed || id == F_COUNT ||
             (r->p + 4 <= r->end && memcmp(r->p, "null", 4) == 0 &&
              id != F_X)) {

@@ -52,22 +52,32 @@ static int codec__string(codec_reader *r, const char **s, size_t *len,
     return 0;
 }
 
+/* The names an enum takes, for its error messages: "a", "b" or "c". */
+static void codec__enum_expect(const char *const *names, char *expect,
+                               size_t cap)
+{
+    size_t n = 0;
+    int i;
+
+    for (i = 0; names[i] != NULL; i++)
+        n += (size_t)snprintf(expect + n, cap - n, "%s\"%s\"",
+                              i == 0 ? "" : names[i + 1] == NULL ? " or "
+                                                                 : ", ",
+                              names[i]);
+}
+
 /* An enum string: *out is the index of the value in names. */
 static int codec__enum(codec_reader *r, const char *ptr,
                        const char *const *names, int *out, codec_error *err)
 {
     const char *s;
     char *unesc;
-    size_t len, n = 0;
+    size_t len;
     int i;
     char *q, expect[160];
 
-    for (i = 0; names[i] != NULL; i++)
-        n += (size_t)snprintf(expect + n, sizeof expect - n, "%s\"%s\"",
-                              i == 0 ? "" : names[i + 1] == NULL ? " or "
-                                                                 : ", ",
-                              names[i]);
     if (r->p >= r->end || *r->p != '"') {
+        codec__enum_expect(names, expect, sizeof expect);
         codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                         "%s: expected %s, found %s", ptr, expect,
                         codec_json_kind(r));
@@ -87,6 +97,7 @@ static int codec__enum(codec_reader *r, const char *ptr,
         codec__parse_oom(err);
         return -1;
     }
+    codec__enum_expect(names, expect, sizeof expect);
     codec_error_set(err, ERRORS_INVALID_REQUEST, ptr,
                     "%s: expected %s, found %s", ptr, expect, q);
     free(q);
