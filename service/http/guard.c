@@ -604,21 +604,27 @@ static ssize_t guard__refuse(guard_conn *gc)
     return recv(gc->fd, NULL, 0, 0);
 }
 
-/* Classifies what is in gc->in; a head still arriving stays. */
-static void guard__classify(guard_conn *gc)
+/* Classifies p[0..len), the bytes after those already classified:
+ * returns how many are ready to hand on; a head still arriving is not. */
+static size_t guard__classify_at(guard_conn *gc, const char *p, size_t len)
 {
-    size_t k = framing_scan(&gc->fr, gc->in + gc->in_ready,
-                            gc->in_len - gc->in_ready, &gc->reject);
-    gc->in_ready += k;
+    size_t k = framing_scan(&gc->fr, p, len, &gc->reject);
     atomic_store(&gc->in_body, framing_in_body(&gc->fr));
     /* A head has begun when its first byte, or an empty line before it,
      * has come: the header deadline runs from then. */
-    bool pending = (gc->fr.in_head && gc->in_ready < gc->in_len) ||
-                   gc->fr.blank > 0;
+    bool pending = (gc->fr.in_head && k < len) || gc->fr.blank > 0;
     if (pending && atomic_load(&gc->t_head) == 0)
         atomic_store(&gc->t_head, guard__now());
     else if (!pending)
         atomic_store(&gc->t_head, 0);
+    return k;
+}
+
+/* Classifies what is in gc->in; a head still arriving stays. */
+static void guard__classify(guard_conn *gc)
+{
+    gc->in_ready += guard__classify_at(gc, gc->in + gc->in_ready,
+                                       gc->in_len - gc->in_ready);
 }
 
 ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -709,10 +715,47 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
                     break; /* the socket is drained */
                 continue;
             }
+        } else if (!gc->in_len && len - n >= GUARD__IN_CAP) {
+            /* Nothing held back and room for a head at its limit: read
+             * into libmicrohttpd's buffer and classify the bytes there,
+             * so a head and a body's first bytes come in one read and are
+             * copied once; only what is not ready (a head still arriving,
+             * what follows a refused one) moves to gc->in. */
+            char *at = out + n;
+            size_t room = len - n;
+            r = guard__read(gc, at, room);
+            if (r > 0) {
+                bool was_body = framing_in_body(&gc->fr);
+                size_t k = guard__classify_at(gc, at, (size_t)r);
+                if (was_body || framing_in_body(&gc->fr))
+                    atomic_fetch_add(&gc->rx, (uint64_t)r);
+                if (k < (size_t)r) {
+                    size_t rest = (size_t)r - k;
+                    size_t cap = rest > GUARD__IN_CAP ? rest : GUARD__IN_CAP;
+                    free(gc->in); /* empty, if there at all */
+                    if (!(gc->in = malloc(cap))) {
+                        /* the bytes read cannot be kept: the connection
+                         * fails */
+                        errno = ENOMEM;
+                        return -1;
+                    }
+                    gc->in_cap = cap;
+                    memcpy(gc->in, at + k, rest);
+                    gc->in_len = rest;
+                    gc->in_ready = 0;
+                }
+                n += k;
+                if ((size_t)r < room)
+                    break; /* the socket is drained */
+                continue;
+            }
         } else {
-            if (!gc->in && !(gc->in = malloc(GUARD__IN_CAP)))
-                break;
-            size_t room = GUARD__IN_CAP - gc->in_len;
+            if (!gc->in) {
+                if (!(gc->in = malloc(GUARD__IN_CAP)))
+                    break;
+                gc->in_cap = GUARD__IN_CAP;
+            }
+            size_t room = gc->in_cap - gc->in_len;
             r = guard__read(gc, gc->in + gc->in_len, room);
             if (r > 0) {
                 bool was_body = framing_in_body(&gc->fr);
@@ -720,7 +763,7 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
                 guard__classify(gc);
                 if (was_body || framing_in_body(&gc->fr))
                     atomic_fetch_add(&gc->rx, (uint64_t)r);
-                if (!gc->in_ready && gc->in_len == GUARD__IN_CAP &&
+                if (!gc->in_ready && gc->in_len == gc->in_cap &&
                     !gc->reject.status) {
                     gc->reject.status =
                         errors_http_status(ERRORS_HEADERS_TOO_LARGE);
@@ -732,6 +775,13 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
                 if ((size_t)r < room && !gc->in_ready)
                     break; /* drained, nothing new to hand on */
                 continue;
+            }
+            if (!gc->in_len) {
+                /* Nothing came: an idle connection holds no buffer. */
+                int e = errno;
+                free(gc->in);
+                gc->in = NULL;
+                errno = e;
             }
         }
         if (r == 0) {

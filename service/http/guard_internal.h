@@ -120,6 +120,8 @@ struct guard_conn {
     /* The libmicrohttpd thread's own: framing and held-back bytes. */
     framing fr;
     char *in;
+    size_t in_cap;           /* bytes allocated, at least GUARD__IN_CAP
+                                (more when held back from a larger read) */
     size_t in_len, in_ready; /* in[0..in_ready) is classified */
     framing_error reject;     /* to answer at the next read */
     bool eof;
