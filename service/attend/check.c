@@ -154,6 +154,12 @@ static int codec__proj(const codec_array *a, const char *ptr, int out_in,
         if (*per != 0)
             return codec__dim(a, ptr, out_in ? 0 : 1, heads * *per, out_doc,
                               out_what, err);
+        /* what codec__split finds, without printf's message for its
+         * failure (a snprintf for every request) unless it fails */
+        if (heads != 0 && a->shape[out_in ? 0 : 1] % heads == 0) {
+            *per = a->shape[out_in ? 0 : 1] / heads;
+            return 0;
+        }
         snprintf(what, sizeof what, "%s (%s)", out_what, out_doc);
         return codec__split(a, ptr, out_in ? 0 : 1, heads, heads_doc, what,
                             per, err);
