@@ -26,10 +26,11 @@ static int codec__dim(const codec_array *a, const char *ptr, int k,
 }
 
 /* Checks that dimension k of a is a multiple of `per` and returns the
- * quotient in *out. */
+ * quotient in *out. The message names the dimension as what, followed by
+ * " (what_doc)" unless what_doc is NULL. */
 static int codec__split(const codec_array *a, const char *ptr, int k,
                         size_t per, const char *per_doc, const char *what,
-                        size_t *out, codec_error *err)
+                        const char *what_doc, size_t *out, codec_error *err)
 {
     char p[300];
     if (a->shape[k] % per == 0) {
@@ -38,8 +39,9 @@ static int codec__split(const codec_array *a, const char *ptr, int k,
     }
     codec_array_dim_ptr(a, ptr, k, p, sizeof p);
     codec_error_set(err, ERRORS_INVALID_REQUEST, p,
-                    "%s: %s is %zu, expected a multiple of %s = %zu", ptr,
-                    what, a->shape[k], per_doc, per);
+                    "%s: %s%s%s%s is %zu, expected a multiple of %s = %zu",
+                    ptr, what, what_doc ? " (" : "", what_doc ? what_doc : "",
+                    what_doc ? ")" : "", a->shape[k], per_doc, per);
     return -1;
 }
 
@@ -146,7 +148,6 @@ static int codec__proj(const codec_array *a, const char *ptr, int out_in,
 {
     const char *in_what = out_in ? "the row width" : "the number of rows";
     const char *out_what = out_in ? "the number of rows" : "the row width";
-    char what[96];
 
     if (a->rank == 2) {
         if (codec__dim(a, ptr, out_in ? 1 : 0, in, in_doc, in_what, err))
@@ -154,15 +155,8 @@ static int codec__proj(const codec_array *a, const char *ptr, int out_in,
         if (*per != 0)
             return codec__dim(a, ptr, out_in ? 0 : 1, heads * *per, out_doc,
                               out_what, err);
-        /* what codec__split finds, without printf's message for its
-         * failure (a snprintf for every request) unless it fails */
-        if (heads != 0 && a->shape[out_in ? 0 : 1] % heads == 0) {
-            *per = a->shape[out_in ? 0 : 1] / heads;
-            return 0;
-        }
-        snprintf(what, sizeof what, "%s (%s)", out_what, out_doc);
-        return codec__split(a, ptr, out_in ? 0 : 1, heads, heads_doc, what,
-                            per, err);
+        return codec__split(a, ptr, out_in ? 0 : 1, heads, heads_doc,
+                            out_what, out_doc, per, err);
     }
     if (codec__dim(a, ptr, 0, heads, heads_doc, "the number of heads", err) ||
         codec__dim(a, ptr, out_in ? 2 : 1, in, in_doc, in_what, err))
@@ -203,9 +197,8 @@ static int codec__packed(const codec__fields *f, attn_dims *d,
                    oi ? "the row width" : "the number of rows", err) ||
         codec__split(&f->w_qkv, "/w_qkv", oi ? 0 : 1, d->h + 2 * d->g,
                      "num_heads + 2*num_kv_heads",
-                     oi ? "the number of rows (h*d_k + 2*g*d_k)"
-                        : "the row width (h*d_k + 2*g*d_k)",
-                     &outs, err))
+                     oi ? "the number of rows" : "the row width",
+                     "h*d_k + 2*g*d_k", &outs, err))
         return -1;
     d->d_k = d->d_v = outs;
     if (f->memory.data != NULL && d->d_mem != d->d_model) {
