@@ -604,10 +604,14 @@ static ssize_t guard__refuse(guard_conn *gc)
     return recv(gc->fd, NULL, 0, 0);
 }
 
-/* Classifies p[0..len), the bytes after those already classified:
- * returns how many are ready to hand on; a head still arriving is not. */
-static size_t guard__classify_at(guard_conn *gc, const char *p, size_t len)
+/* Classifies p[0..len), the bytes after those already classified, of
+ * which the last fresh have just been read (counted as received when a
+ * body is under way): returns how many are ready to hand on; a head still
+ * arriving is not. */
+static size_t guard__classify(guard_conn *gc, const char *p, size_t len,
+                              size_t fresh)
 {
+    bool was_body = framing_in_body(&gc->fr);
     size_t k = framing_scan(&gc->fr, p, len, &gc->reject);
     atomic_store(&gc->in_body, framing_in_body(&gc->fr));
     /* A head has begun when its first byte, or an empty line before it,
@@ -617,14 +621,9 @@ static size_t guard__classify_at(guard_conn *gc, const char *p, size_t len)
         atomic_store(&gc->t_head, guard__now());
     else if (!pending)
         atomic_store(&gc->t_head, 0);
+    if (was_body || framing_in_body(&gc->fr))
+        atomic_fetch_add(&gc->rx, (uint64_t)fresh);
     return k;
-}
-
-/* Classifies what is in gc->in; a head still arriving stays. */
-static void guard__classify(guard_conn *gc)
-{
-    gc->in_ready += guard__classify_at(gc, gc->in + gc->in_ready,
-                                       gc->in_len - gc->in_ready);
 }
 
 ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -725,10 +724,7 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
             size_t room = len - n;
             r = guard__read(gc, at, room);
             if (r > 0) {
-                bool was_body = framing_in_body(&gc->fr);
-                size_t k = guard__classify_at(gc, at, (size_t)r);
-                if (was_body || framing_in_body(&gc->fr))
-                    atomic_fetch_add(&gc->rx, (uint64_t)r);
+                size_t k = guard__classify(gc, at, (size_t)r, (size_t)r);
                 if (k < (size_t)r) {
                     size_t rest = (size_t)r - k;
                     size_t cap = rest > GUARD__IN_CAP ? rest : GUARD__IN_CAP;
@@ -758,11 +754,11 @@ ssize_t recv(int fd, void *buf, size_t len, int flags)
             size_t room = gc->in_cap - gc->in_len;
             r = guard__read(gc, gc->in + gc->in_len, room);
             if (r > 0) {
-                bool was_body = framing_in_body(&gc->fr);
                 gc->in_len += (size_t)r;
-                guard__classify(gc);
-                if (was_body || framing_in_body(&gc->fr))
-                    atomic_fetch_add(&gc->rx, (uint64_t)r);
+                /* a head still arriving stays */
+                gc->in_ready += guard__classify(gc, gc->in + gc->in_ready,
+                                                gc->in_len - gc->in_ready,
+                                                (size_t)r);
                 if (!gc->in_ready && gc->in_len == gc->in_cap &&
                     !gc->reject.status) {
                     gc->reject.status =
