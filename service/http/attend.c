@@ -104,19 +104,19 @@ static bool http__reserve(server *srv, size_t bytes, size_t total)
 }
 
 /* Asks the kernel for huge pages under the 2 MiB-aligned part of the n
- * bytes at p. A large body's buffer is fresh memory (malloc maps it for
- * each body and unmaps it after), and filling it a page of 4 KiB at a time
- * costs a page fault a page: some 15,000 for a body of 54 MB, more than
- * half of such a request's time on a paravirtualised guest
- * (docs/performance.md). Where the kernel has huge pages off, nothing
- * changes. */
+ * bytes at p, a body's buffer, when n is HTTP__HUGE_BODY or more. A large
+ * body's buffer is fresh memory (malloc maps it for each body and unmaps
+ * it after), and filling it a page of 4 KiB at a time costs a page fault
+ * a page: some 15,000 for a body of 54 MB, more than half of such a
+ * request's time on a paravirtualised guest (docs/performance.md). Where
+ * the kernel has huge pages off, nothing changes. */
 static void http__huge(void *p, size_t n)
 {
     const uintptr_t huge = (uintptr_t)2 << 20;
     uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
     uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
 
-    if (e > a)
+    if (n >= HTTP__HUGE_BODY && e > a)
         (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
 }
 
@@ -147,9 +147,8 @@ enum MHD_Result http__body_admit(http_request *r, struct MHD_Connection *c,
         /* The whole body's buffer now, so that guard.c reads what is left
          * of the body straight into it. */
         r->body = malloc((size_t)declared);
-        if (r->body && declared >= HTTP__HUGE_BODY)
-            http__huge(r->body, (size_t)declared);
         if (r->body) {
+            http__huge(r->body, (size_t)declared);
             r->body_cap = (size_t)declared;
             guard_body_sink(r->gc, r->body, declared);
         }
